@@ -1,0 +1,57 @@
+"""ng_run: start the head server and every configured server, print where they are, stop them all on exit.
+
+    ng_run "+config_paths=[configs/math.yaml,configs/vllm_model.yaml]" +policy_base_url=http://127.0.0.1:8000/v1
+"""
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+from nemo_gym.cli.common import print_table, run_cli
+from nemo_gym.config import load_global_config
+from nemo_gym.server.supervisor import Supervisor
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def main_args(argv: list[str]) -> int:
+    config = load_global_config(argv)
+    if not config.servers():
+        print("error: the config defines no servers (pass +config_paths=[...])", file=sys.stderr)
+        return 2
+    log_dir = Path(config.get("log_dir") or Path("ng_logs") / time.strftime("%Y%m%d-%H%M%S"))
+    supervisor = Supervisor(config, log_dir)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    try:
+        supervisor.start()
+        print(f"starting {len(supervisor.processes)} servers (logs in {log_dir}) ...", flush=True)
+        supervisor.wait_healthy()
+        rows = [{"name": "head_server", "kind": "head", "implementation": "-", "url": supervisor.head_url}]
+        rows += supervisor.listing()
+        print_table(rows, ["name", "kind", "implementation", "url"])
+        print("all servers healthy; Ctrl-C to stop", flush=True)
+        while (dead := supervisor.exited()) is None:
+            time.sleep(0.5)
+        print(f"error: server '{dead.spec.name}' exited with code {dead.popen.returncode}; log {dead.log_path}",
+              file=sys.stderr)
+        return 1
+    except _Stop as stop:
+        print(f"received {stop}, stopping servers ...", flush=True)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        supervisor.stop()
+        print("all servers stopped", flush=True)
+
+
+def main() -> None:
+    run_cli(main_args)

@@ -1,0 +1,165 @@
+"""Load the global config: `+config_paths=[...]` YAML files in order, then `env.yaml`, then command-line overrides.
+
+Every value is resolved (interpolations such as `${policy_base_url}`) and every mandatory `???` is checked before
+anything starts; an error names the key and the file and line it came from.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationKeyError, MissingMandatoryValue, OmegaConfBaseException
+
+from nemo_gym.config.servers import ServerSpec, parse_server_tree
+from nemo_gym.errors import ConfigError
+
+ENV_YAML = "env.yaml"
+COMMAND_LINE = "the command line"
+
+
+@dataclass
+class GlobalConfig:
+    """The merged, resolved config plus where each part came from."""
+
+    values: dict[str, Any]
+    sources: list[tuple[str, DictConfig]] = field(default_factory=list)
+
+    def get(self, dotted_key: str, default: Any = None) -> Any:
+        node: Any = self.values
+        for part in dotted_key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def source_of(self, dotted_key: str) -> str:
+        """Where `dotted_key` was last set: 'file.yaml:LINE', 'env.yaml', or 'the command line'."""
+        return _source_of(self.sources, dotted_key)
+
+    def servers(self) -> dict[str, ServerSpec]:
+        return parse_server_tree(self.values, self.source_of)
+
+
+def _yaml_line(path: str, dotted_key: str) -> int | None:
+    """1-based line of `dotted_key` in a YAML file, found through the YAML node tree (no re-parsing tricks)."""
+    try:
+        node = yaml.compose(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    for part in dotted_key.split("."):
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        for key_node, value_node in node.value:
+            if key_node.value == part:
+                node = value_node
+                line = key_node.start_mark.line + 1
+                break
+        else:
+            return None
+    return line
+
+
+def _has_key(cfg: DictConfig, dotted_key: str) -> bool:
+    node: Any = OmegaConf.to_container(cfg, resolve=False)
+    for part in dotted_key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _source_of(sources: Sequence[tuple[str, DictConfig]], dotted_key: str) -> str:
+    for name, cfg in reversed(sources):
+        if _has_key(cfg, dotted_key):
+            line = _yaml_line(name, dotted_key) if name.endswith((".yaml", ".yml")) else None
+            return f"{name}:{line}" if line else name
+    return "no config file"
+
+
+def parse_overrides(argv: Sequence[str]) -> list[tuple[str, Any]]:
+    """Parse Hydra override strings (`+key=value`, `key=value`, `++key=value`) into (key, value) pairs.
+
+    We accept all three forms as "set": users of NeMo Gym write `+key=value` for keys that may already exist.
+    """
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(argv))
+    except HydraException as exc:
+        raise ConfigError(f"cannot parse command-line override: {exc}") from None
+    pairs = []
+    for override in parsed:
+        if override.is_delete():
+            raise ConfigError(f"deleting keys ('~{override.key_or_group}') is not supported")
+        pairs.append((override.key_or_group, override.value()))
+    return pairs
+
+
+def _load_yaml(path: str) -> DictConfig:
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        cfg = OmegaConf.load(file)
+    except (yaml.YAMLError, OmegaConfBaseException) as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    return cfg
+
+
+def _as_path_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [p.strip() for p in value.strip("[]").split(",") if p.strip()]
+    return [str(p) for p in value]
+
+
+def load_global_config(argv: Sequence[str] = (), cwd: Path | None = None, require_complete: bool = True) -> GlobalConfig:
+    """Merge config files, `env.yaml` and command-line overrides, then resolve and validate.
+
+    `require_complete=False` keeps `???` values unresolved (for commands that only read part of the config).
+    """
+    cwd = cwd or Path.cwd()
+    overrides = parse_overrides(argv)
+    cli = OmegaConf.create({})
+    for key, value in overrides:
+        OmegaConf.update(cli, key, value, merge=True, force_add=True)
+
+    env_file = cwd / ENV_YAML
+    env = _load_yaml(str(env_file)) if env_file.is_file() else OmegaConf.create({})
+
+    config_paths = cli.get("config_paths", None) or env.get("config_paths", None)
+    sources: list[tuple[str, DictConfig]] = []
+    for path in _as_path_list(config_paths):
+        resolved = Path(path) if Path(path).is_absolute() else cwd / path
+        sources.append((path, _load_yaml(str(resolved))))
+    sources.append((ENV_YAML, env))
+    sources.append((COMMAND_LINE, cli))
+
+    merged = OmegaConf.merge(*(cfg for _, cfg in sources))
+    try:
+        values = OmegaConf.to_container(merged, resolve=require_complete, throw_on_missing=require_complete)
+    except MissingMandatoryValue as exc:
+        key = exc.full_key
+        raise ConfigError(
+            f"missing mandatory value '{key}' ({_source_of(sources, key)} leaves it as ???); "
+            f"set it in env.yaml or pass +{key}=..."
+        ) from None
+    except InterpolationKeyError as exc:
+        key = exc.full_key
+        wanted = str(exc).splitlines()[0].split("'")[1] if "'" in str(exc) else "?"
+        raise ConfigError(
+            f"'{key}' ({_source_of(sources, key)}) uses ${{{wanted}}}, which is not set; "
+            f"put {wanted}: ... in env.yaml or pass +{wanted}=..."
+        ) from None
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", "") or "?"
+        raise ConfigError(f"cannot resolve '{key}' ({_source_of(sources, key)}): {str(exc).splitlines()[0]}") from None
+    config = GlobalConfig(values=values, sources=sources)
+    if require_complete:
+        config.servers()  # validates the server tree and its references
+    return config

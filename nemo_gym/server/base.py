@@ -1,0 +1,131 @@
+"""The base of every server: Starlette on uvicorn (uvloop + httptools), orjson bodies, a health endpoint,
+loopback bind by default, structured logs and graceful shutdown.
+
+A subclass lists its routes; handlers take and return plain JSON-compatible dicts. Errors become JSON bodies of the
+form `{"error": {"failure_class": ..., "message": ...}}`, so a caller several hops away still knows what failed.
+"""
+
+import logging
+from contextlib import asynccontextmanager
+from typing import Any, Awaitable, Callable
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from nemo_gym.config.servers import ServerSpec
+from nemo_gym.http_client import HttpClient, RequestFailed
+from nemo_gym.server.client import ServerClient
+
+logger = logging.getLogger("nemo_gym.server")
+
+JsonHandler = Callable[[dict[str, Any], Request], Awaitable[Any]]
+
+
+class HandlerError(Exception):
+    """Raised by a handler to answer with a specific status and failure class."""
+
+    def __init__(self, status: int, message: str, failure_class: str = "http_4xx") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.failure_class = failure_class
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+
+
+def error_response(status: int, failure_class: str, message: str, **extra: Any) -> Response:
+    return json_response({"error": {"failure_class": failure_class, "message": message, **extra}}, status)
+
+
+def json_route(path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POST",)) -> Route:
+    """A route whose handler receives the decoded JSON body and returns a JSON-compatible value."""
+
+    async def endpoint(request: Request) -> Response:
+        raw = await request.body()
+        try:
+            body = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError as exc:
+            return error_response(400, "http_4xx", f"request body is not valid JSON: {exc}")
+        try:
+            return json_response(await handler(body, request))
+        except HandlerError as exc:
+            return error_response(exc.status, exc.failure_class, exc.message)
+        except RequestFailed as exc:
+            # A downstream call failed after its retries: 502 keeps the original class for the caller.
+            return error_response(502, exc.failure_class, exc.message, upstream_status=exc.status)
+        except Exception as exc:  # noqa: BLE001 - a handler bug must answer 500, not drop the connection
+            logger.exception("handler %s failed", path)
+            return error_response(500, "agent_error", f"{type(exc).__name__}: {exc}")
+
+    return Route(path, endpoint, methods=list(methods))
+
+
+class BaseServer:
+    """Subclass and override `routes()`; `startup()`/`shutdown()` for resources; `ready()` for slow starts."""
+
+    def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.config = spec.settings
+        self.head_url = head_url
+        self.http: HttpClient | None = None
+        self.servers: ServerClient | None = None
+
+    def routes(self) -> list[Route]:
+        return []
+
+    async def startup(self) -> None:
+        """Open resources (called once, before the first request)."""
+
+    async def shutdown(self) -> None:
+        """Release resources (called once, on graceful shutdown)."""
+
+    def ready(self) -> bool:
+        """Whether the server can take work yet; /health answers 503 until it can."""
+        return True
+
+    async def _health(self, request: Request) -> Response:
+        if self.ready():
+            return json_response({"status": "ok", "name": self.name})
+        return json_response({"status": "starting", "name": self.name}, status=503)
+
+    @asynccontextmanager
+    async def _lifespan(self, app: Starlette):
+        self.http = HttpClient(
+            connect_timeout_s=float(self.config.get("connect_timeout_s", 5.0)),
+            read_timeout_s=float(self.config.get("read_timeout_s", 600.0)),
+        )
+        if self.head_url:
+            self.servers = ServerClient(self.head_url, self.http)
+        await self.startup()
+        try:
+            yield
+        finally:
+            await self.shutdown()
+            await self.http.aclose()
+
+    def app(self) -> Starlette:
+        routes = [Route("/health", self._health, methods=["GET"]), *self.routes()]
+        return Starlette(routes=routes, lifespan=self._lifespan)
+
+    def serve(self, host: str, port: int) -> None:
+        """Run until SIGTERM/SIGINT, then finish in-flight requests (bounded) and exit."""
+        config = uvicorn.Config(
+            self.app(),
+            host=host,
+            port=port,
+            loop="uvloop",
+            http="httptools",
+            log_config=None,
+            access_log=False,
+            backlog=4096,
+            timeout_keep_alive=60,
+            timeout_graceful_shutdown=5,
+        )
+        uvicorn.Server(config).run()

@@ -1,0 +1,33 @@
+"""The head server: holds the merged config (secrets redacted) and the address of every server instance."""
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.routing import Route
+
+from nemo_gym.config.redact import redact_secrets
+from nemo_gym.config.servers import ServerSpec
+from nemo_gym.server.base import BaseServer, json_route
+
+HEAD_SERVER_NAME = "head_server"
+
+
+class HeadServer(BaseServer):
+    """Answers `GET /servers` and `GET /global_config`; never serves a secret."""
+
+    def __init__(self, global_config: dict[str, Any], servers: list[dict[str, Any]]) -> None:
+        super().__init__(ServerSpec(name=HEAD_SERVER_NAME, kind="head", implementation="head"))
+        self._redacted_config = redact_secrets(global_config)
+        self._servers = servers
+
+    async def _servers_listing(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        return {"servers": self._servers}
+
+    async def _global_config(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        return self._redacted_config
+
+    def routes(self) -> list[Route]:
+        return [
+            json_route("/servers", self._servers_listing, methods=("GET",)),
+            json_route("/global_config", self._global_config, methods=("GET",)),
+        ]

@@ -1,0 +1,74 @@
+"""Entry point of one server subprocess: `python -m nemo_gym.server.launch` with its spec in the environment.
+
+The spec travels in an environment variable rather than on the command line, so secrets in the settings do not
+show up in `ps` output.
+"""
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import orjson
+
+from nemo_gym.config.redact import secret_values
+from nemo_gym.config.servers import ServerSpec
+from nemo_gym.errors import ConfigError
+from nemo_gym.server.base import BaseServer
+from nemo_gym.server.logs import configure_logging, register_secrets
+
+SPEC_ENV = "NEMO_GYM_SERVER_SPEC"
+HEAD_URL_ENV = "NEMO_GYM_HEAD_URL"
+
+
+def _import_entrypoint(spec: ServerSpec) -> ModuleType:
+    entrypoint = spec.settings.get("entrypoint")
+    if entrypoint and str(entrypoint).endswith(".py") and Path(entrypoint).is_file():
+        module_spec = importlib.util.spec_from_file_location(f"ng_server_{spec.name}", entrypoint)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        return module
+    module_name = str(entrypoint) if entrypoint and not str(entrypoint).endswith(".py") else (
+        f"nemo_gym.{spec.kind}.{spec.implementation}.app"
+    )
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"server '{spec.name}': no implementation '{spec.implementation}' for {spec.kind} "
+            f"(looked for module {module_name}: {exc})"
+        ) from None
+
+
+def server_class(spec: ServerSpec) -> type[BaseServer]:
+    """The BaseServer subclass defined in the implementation's module."""
+    module = _import_entrypoint(spec)
+    classes = [
+        obj
+        for obj in vars(module).values()
+        if inspect.isclass(obj) and issubclass(obj, BaseServer) and obj.__module__ == module.__name__
+    ]
+    concrete = [c for c in classes if not any(issubclass(other, c) and other is not c for other in classes)]
+    if len(concrete) != 1:
+        raise ConfigError(f"{module.__name__} must define exactly one server class, found {len(concrete)}")
+    return concrete[0]
+
+
+def main() -> None:
+    payload = orjson.loads(os.environ[SPEC_ENV])
+    spec = ServerSpec(**payload)
+    register_secrets(secret_values(spec.settings))
+    configure_logging(spec.name, level=str(spec.settings.get("log_level", "INFO")).upper())
+    try:
+        cls = server_class(spec)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    cls(spec, head_url=os.environ.get(HEAD_URL_ENV)).serve(spec.host, int(spec.port))
+
+
+if __name__ == "__main__":
+    main()

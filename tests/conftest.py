@@ -1,0 +1,66 @@
+"""Shared fixtures. The real vLLM server is started once per test session (its cold start is minutes on CPU)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.helpers.stack import REPO_ROOT, free_port
+
+MODEL_DIR = Path(os.environ.get("NEMO_GYM_TEST_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct"))
+MODEL_NAME = "SmolLM2-135M-Instruct"
+
+
+class VLLMServer:
+    def __init__(self, base_url: str, model: str, cold_start_s: float) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.cold_start_s = cold_start_s
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
+    """A real vLLM OpenAI-compatible server (CPU build) serving the bundled SmolLM2-135M-Instruct."""
+    if not (MODEL_DIR / "config.json").is_file():
+        pytest.fail(f"model not prepared at {MODEL_DIR}: run `bash scripts/setup.sh`")
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("vllm") / "vllm.log"
+    log = open(log_path, "wb")
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(MODEL_DIR), "--served-model-name", MODEL_NAME,
+        "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "2048",
+        "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+    ]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"}
+    started = time.monotonic()
+    popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        while True:
+            if popen.poll() is not None:
+                pytest.fail(f"vLLM exited with {popen.returncode}:\n{log_path.read_text()[-4000:]}")
+            try:
+                if httpx.get(f"{base_url}/models", timeout=2, trust_env=False).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() - started > 600:
+                pytest.fail(f"vLLM not up after 600 s:\n{log_path.read_text()[-4000:]}")
+            time.sleep(1)
+        cold_start = time.monotonic() - started
+        (REPO_ROOT / ".vllm_cold_start_s").write_text(f"{cold_start:.1f}\n")
+        yield VLLMServer(base_url, MODEL_NAME, cold_start)
+    finally:
+        try:
+            os.killpg(popen.pid, signal.SIGTERM)
+            popen.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(popen.pid, signal.SIGKILL)
+        log.close()
