@@ -85,9 +85,9 @@ CONSTRAINTS="$(mktemp)"
 trap 'rm -f "$CONSTRAINTS"' EXIT
 "$PY" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" >"$CONSTRAINTS"
 
-# 4. model-conversion deps and the project itself
-log "installing gguf, accelerate"
-pip_install -c "$CONSTRAINTS" gguf accelerate
+# 4. model-conversion deps (transformers comes with vLLM; listed for NEMO_GYM_SKIP_VLLM=1) and the project
+log "installing gguf, accelerate, transformers"
+pip_install -c "$CONSTRAINTS" gguf accelerate transformers
 
 if [[ -f "$REPO_ROOT/pyproject.toml" ]]; then
   log "installing nemo_gym (editable, [dev])"
@@ -101,3 +101,13 @@ log "preparing models/SmolLM2-135M-Instruct"
 "$PY" "$REPO_ROOT/scripts/prepare_model.py"
 
 log "done"
+
+# 6. Slurm packages for tests/slurm (scripts/slurm_cluster.sh starts a one-node cluster from them): installed only
+#    when running as root and sbatch is missing. A failed install does not fail setup; the Slurm tests report it.
+if [[ "$(id -u)" == 0 ]] && ! command -v sbatch >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  log "installing slurm-wlm and munge (apt)"
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null &&
+         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; }; then
+    log "warning: could not install slurm-wlm and munge; the Slurm tests will fail"
+  fi
+fi

@@ -36,7 +36,9 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(MODEL_DIR), "--served-model-name", MODEL_NAME,
         "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "2048",
-        "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+        # Eager mode halves the CPU cold start at about the same generation speed.
+        "--enforce-eager",
+        "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
     ]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"}
     started = time.monotonic()

@@ -21,12 +21,21 @@ ENV_YAML = "env.yaml"
 COMMAND_LINE = "the command line"
 
 
+@dataclass(frozen=True)
+class ConfigSource:
+    """One layer of the merge: a YAML file, env.yaml, or the command line."""
+
+    name: str
+    cfg: DictConfig
+    path: Path | None = None
+
+
 @dataclass
 class GlobalConfig:
     """The merged, resolved config plus where each part came from."""
 
     values: dict[str, Any]
-    sources: list[tuple[str, DictConfig]] = field(default_factory=list)
+    sources: list["ConfigSource"] = field(default_factory=list)
 
     def get(self, dotted_key: str, default: Any = None) -> Any:
         node: Any = self.values
@@ -44,10 +53,10 @@ class GlobalConfig:
         return parse_server_tree(self.values, self.source_of)
 
 
-def _yaml_line(path: str, dotted_key: str) -> int | None:
+def _yaml_line(path: Path, dotted_key: str) -> int | None:
     """1-based line of `dotted_key` in a YAML file, found through the YAML node tree (no re-parsing tricks)."""
     try:
-        node = yaml.compose(Path(path).read_text())
+        node = yaml.compose(path.read_text())
     except (OSError, yaml.YAMLError):
         return None
     for part in dotted_key.split("."):
@@ -72,11 +81,11 @@ def _has_key(cfg: DictConfig, dotted_key: str) -> bool:
     return True
 
 
-def _source_of(sources: Sequence[tuple[str, DictConfig]], dotted_key: str) -> str:
-    for name, cfg in reversed(sources):
-        if _has_key(cfg, dotted_key):
-            line = _yaml_line(name, dotted_key) if name.endswith((".yaml", ".yml")) else None
-            return f"{name}:{line}" if line else name
+def _source_of(sources: Sequence[ConfigSource], dotted_key: str) -> str:
+    for source in reversed(sources):
+        if _has_key(source.cfg, dotted_key):
+            line = _yaml_line(source.path, dotted_key) if source.path else None
+            return f"{source.name}:{line}" if line else source.name
     return "no config file"
 
 
@@ -97,17 +106,16 @@ def parse_overrides(argv: Sequence[str]) -> list[tuple[str, Any]]:
     return pairs
 
 
-def _load_yaml(path: str) -> DictConfig:
-    file = Path(path)
+def _load_yaml(name: str, file: Path) -> ConfigSource:
     if not file.is_file():
-        raise ConfigError(f"config file not found: {path}")
+        raise ConfigError(f"config file not found: {name} (looked at {file})")
     try:
         cfg = OmegaConf.load(file)
     except (yaml.YAMLError, OmegaConfBaseException) as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+        raise ConfigError(f"{name}: invalid YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(cfg, DictConfig):
-        raise ConfigError(f"{path}: top level must be a mapping")
-    return cfg
+        raise ConfigError(f"{name}: top level must be a mapping")
+    return ConfigSource(name, cfg, file)
 
 
 def _as_path_list(value: Any) -> list[str]:
@@ -130,17 +138,13 @@ def load_global_config(argv: Sequence[str] = (), cwd: Path | None = None, requir
         OmegaConf.update(cli, key, value, merge=True, force_add=True)
 
     env_file = cwd / ENV_YAML
-    env = _load_yaml(str(env_file)) if env_file.is_file() else OmegaConf.create({})
+    env = _load_yaml(ENV_YAML, env_file) if env_file.is_file() else ConfigSource(ENV_YAML, OmegaConf.create({}))
 
-    config_paths = cli.get("config_paths", None) or env.get("config_paths", None)
-    sources: list[tuple[str, DictConfig]] = []
-    for path in _as_path_list(config_paths):
-        resolved = Path(path) if Path(path).is_absolute() else cwd / path
-        sources.append((path, _load_yaml(str(resolved))))
-    sources.append((ENV_YAML, env))
-    sources.append((COMMAND_LINE, cli))
+    config_paths = cli.get("config_paths", None) or env.cfg.get("config_paths", None)
+    sources = [_load_yaml(path, cwd / path) for path in _as_path_list(config_paths)]
+    sources += [env, ConfigSource(COMMAND_LINE, cli)]
 
-    merged = OmegaConf.merge(*(cfg for _, cfg in sources))
+    merged = OmegaConf.merge(*(source.cfg for source in sources))
     try:
         values = OmegaConf.to_container(merged, resolve=require_complete, throw_on_missing=require_complete)
     except MissingMandatoryValue as exc:

@@ -1,0 +1,26 @@
+"""ng_e2e_collect_rollouts: start the servers of the given configs, collect rollouts over every agent's dataset
+of one split, aggregate metrics, and stop the servers.
+
+    ng_e2e_collect_rollouts "+config_paths=[configs/math.yaml,configs/vllm_model.yaml]" +split=benchmark \
+        +output_jsonl_fpath=results/math.jsonl +num_repeats=4
+
+Exit status as ng_collect_rollouts.
+"""
+
+import signal
+
+from nemo_gym.cli.common import run_cli
+from nemo_gym.config import load_global_config
+from nemo_gym.rollout_collection import E2ERolloutCollectionConfig, e2e_collect_rollouts
+
+
+def main_args(argv: list[str]) -> int:
+    global_config = load_global_config(argv)
+    config = E2ERolloutCollectionConfig.from_global(global_config)
+    # SIGTERM (e.g. scancel) takes the same path as Ctrl-C, so the servers are stopped on the way out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    return 0 if e2e_collect_rollouts(config, global_config).ok else 1
+
+
+def main() -> None:
+    run_cli(main_args)

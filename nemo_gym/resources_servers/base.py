@@ -1,0 +1,165 @@
+"""The base of every resources server (an environment): tools the model can call, and a verifier that gives the reward.
+
+An environment subclasses `ResourcesServer`, marks its tool methods with `@tool` and overrides `verify`:
+
+    class Weather(ResourcesServer):
+        @tool
+        async def get_weather(self, city: str) -> dict:
+            return {"city": city, "forecast": "sunny"}
+
+        async def verify(self, row: dict, response: dict) -> dict:
+            return {"reward": 1.0 if ... else 0.0}
+
+Routes: `POST /seed_session`, `POST /verify`, `POST /aggregate_metrics` and `POST /<tool name>` per tool. Tool
+arguments arrive as keyword arguments; a tool that declares a `session_id` parameter also gets the id of the rollout
+(from the session header), to find its state with `self.session_state(session_id)`.
+"""
+
+import inspect
+import time
+from collections import OrderedDict
+from typing import Any, Callable
+
+from starlette.requests import Request
+from starlette.routing import Route
+
+from nemo_gym.config.servers import ServerSpec
+from nemo_gym.protocol import SESSION_HEADER
+from nemo_gym.resources_servers.metrics import group_mean_reward, summarize
+from nemo_gym.server.base import BaseServer, HandlerError, json_route
+
+_TOOL_MARK = "_ng_tool"
+SESSION_PARAM = "session_id"
+RESERVED_NAMES = frozenset({"seed_session", "verify", "aggregate_metrics", "health"})
+DEFAULT_SESSION_TTL_S = 3600.0
+
+
+def tool(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Serve this method as a tool at `POST /<method name>`; the request body holds its keyword arguments."""
+    setattr(func, _TOOL_MARK, True)
+    return func
+
+
+def session_id_of(request: Request) -> str:
+    return request.headers.get(SESSION_HEADER, "")
+
+
+class ResourcesServer(BaseServer):
+    """Override `verify`; optionally `seed_session`, `compute_metrics`, `key_metrics`; add tools with `@tool`."""
+
+    def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
+        super().__init__(spec, head_url)
+        # Ordered by last access, so expired sessions are always at the front.
+        self._sessions: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._session_ttl_s = float(self.config.get("session_ttl_s", DEFAULT_SESSION_TTL_S))
+
+    # ---- hooks for environments ----
+
+    def tools(self) -> dict[str, Callable[..., Any]]:
+        """Tool name -> bound method; by default every method marked with `@tool`."""
+        return {
+            name: getattr(self, name)
+            for name, member in inspect.getmembers(type(self))
+            if callable(member) and getattr(member, _TOOL_MARK, False)
+        }
+
+    async def seed_session(self, row: dict[str, Any], session_id: str) -> dict[str, Any]:
+        """Prepare the environment for one rollout of `row`; the returned dict goes back to the agent."""
+        return {}
+
+    async def verify(self, row: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+        """Score `response` (a Responses API response) for `row`: return at least `reward`, plus any extra fields."""
+        raise NotImplementedError(f"{type(self).__name__} must implement verify()")
+
+    def compute_metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Agent-level metrics over rollout rows: mean/std/min/max of every numeric field by default."""
+        return summarize(rows)
+
+    def key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        """The few metrics worth a headline (`mean/reward` by default)."""
+        return {key: value for key, value in agent_metrics.items() if key == "mean/reward"}
+
+    def group_metrics(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per-task metrics (mean reward over each task's rollouts by default)."""
+        return group_mean_reward(rows)
+
+    # ---- per-rollout state ----
+
+    def session_state(self, session_id: str) -> dict[str, Any]:
+        """The mutable state of one rollout; dropped after its verify, or after `session_ttl_s` without use
+        (a rollout that failed before verify would otherwise leak its state)."""
+        now = time.monotonic()
+        entry = self._sessions.pop(session_id, None)
+        state = entry[1] if entry is not None else {}
+        self._sessions[session_id] = (now, state)
+        while self._sessions:
+            oldest, (touched, _) = next(iter(self._sessions.items()))
+            if now - touched < self._session_ttl_s:
+                break
+            del self._sessions[oldest]
+        return state
+
+    def drop_session(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    # ---- routes ----
+
+    def routes(self) -> list[Route]:
+        routes = [
+            json_route("/seed_session", self._seed_session_route),
+            json_route("/verify", self._verify_route),
+            json_route("/aggregate_metrics", self._aggregate_metrics_route),
+        ]
+        for name, method in self.tools().items():
+            if name in RESERVED_NAMES:
+                raise ValueError(f"tool name '{name}' clashes with a built-in route of resources servers")
+            routes.append(json_route(f"/{name}", self._tool_route(name, method)))
+        return routes
+
+    async def _seed_session_route(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        return await self.seed_session(body, session_id_of(request)) or {}
+
+    async def _verify_route(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        response = body.get("response") if isinstance(body, dict) else None
+        if not isinstance(response, dict):
+            raise HandlerError(400, "verify needs the input row plus a 'response' object")
+        row = {key: value for key, value in body.items() if key != "response"}
+        session_id = session_id_of(request)
+        try:
+            result = await self.verify(row, response)
+        finally:
+            self.drop_session(session_id)
+        if "reward" not in result:
+            raise TypeError(f"{type(self).__name__}.verify() returned no 'reward'")
+        return {**body, **result, "reward": float(result["reward"])}
+
+    async def _aggregate_metrics_route(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        rows = body.get("rows") if isinstance(body, dict) else None
+        if not isinstance(rows, list):
+            raise HandlerError(400, "aggregate_metrics needs {'rows': [...]}")
+        agent_metrics = self.compute_metrics(rows)
+        return {
+            "agent_metrics": agent_metrics,
+            "key_metrics": self.key_metrics(agent_metrics),
+            "group_level_metrics": self.group_metrics(rows),
+        }
+
+    def _tool_route(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(method)
+        wants_session = SESSION_PARAM in signature.parameters
+
+        async def handler(body: Any, request: Request) -> Any:
+            # A 400 here is the model's mistake, not the server's: the agent shows it to the model.
+            if not isinstance(body, dict):
+                raise HandlerError(400, f"arguments of tool '{name}' must be a JSON object")
+            if SESSION_PARAM in body and wants_session:
+                raise HandlerError(400, f"tool '{name}' takes no argument '{SESSION_PARAM}'")
+            kwargs = {**body, SESSION_PARAM: session_id_of(request)} if wants_session else body
+            try:
+                signature.bind(**kwargs)
+            except TypeError as exc:
+                raise HandlerError(400, f"invalid arguments for tool '{name}': {exc}") from None
+            result = method(**kwargs)
+            return await result if inspect.isawaitable(result) else result
+
+        return handler

@@ -1,0 +1,1 @@
+"""Agent servers: drive a model server and resources servers through one rollout each."""

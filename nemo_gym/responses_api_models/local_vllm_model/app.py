@@ -1,0 +1,108 @@
+"""A vllm_model server that starts vLLM itself, so one `ng_run` brings up the whole stack.
+
+Settings: `model_path`, `served_model_name` (default: the folder name), `max_model_len` (2048), `dtype`
+(bfloat16), `vllm_args` (extra command-line arguments, e.g. tool-call parser flags), `cpu_kvcache_space_gib`
+(sets VLLM_CPU_KVCACHE_SPACE; default 2 unless the environment sets it), plus every vllm_model setting except
+`base_url`. `/health` answers 503 until vLLM serves, so ng_run's `startup_timeout_s` must cover its cold start.
+vLLM's output goes to this server's log.
+"""
+
+import asyncio
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from nemo_gym.config.servers import ServerSpec
+from nemo_gym.http_client import NO_RETRY, RequestFailed
+from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
+from nemo_gym.server.supervisor import free_port
+
+logger = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_STOP_GRACE_S = 8.0  # inside ng_run's own 10 s grace, so vLLM is stopped by us, not orphaned
+
+
+def _die_with_parent() -> None:
+    # vLLM runs in its own process group (so we can stop all of it), which the supervisor's group kill cannot
+    # reach: have the kernel stop it if this server dies without a graceful shutdown.
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class LocalVLLMModelServer(VLLMModelServer):
+    """Owns one vLLM subprocess on a free loopback port and serves through it."""
+
+    def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
+        super().__init__(spec, head_url)
+        self.model_path = str(self.config["model_path"])
+        self.model = str(self.config.get("served_model_name") or Path(self.model_path).name)
+        self._vllm: subprocess.Popen | None = None
+        self._watch: asyncio.Task | None = None
+        self._ready = False
+
+    def vllm_command(self, port: int) -> list[str]:
+        return [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", self.model_path, "--served-model-name", self.model,
+            "--host", "127.0.0.1", "--port", str(port),
+            "--dtype", str(self.config.get("dtype", "bfloat16")),
+            "--max-model-len", str(self.config.get("max_model_len", 2048)),
+            *[str(arg) for arg in self.config.get("vllm_args") or []],
+        ]
+
+    async def startup(self) -> None:
+        port = free_port()
+        self.base_urls = [f"http://127.0.0.1:{port}/v1"]
+        env = dict(os.environ)
+        if self.config.get("cpu_kvcache_space_gib") is not None:
+            env["VLLM_CPU_KVCACHE_SPACE"] = str(self.config["cpu_kvcache_space_gib"])
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        command = self.vllm_command(port)
+        logger.info("starting vLLM: %s", " ".join(command))
+        self._vllm = subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent
+        )
+        self._watch = asyncio.create_task(self._watch_vllm())
+
+    async def _watch_vllm(self) -> None:
+        """Mark ready once vLLM answers /v1/models; exit this server if vLLM dies, since it can serve nothing."""
+        started = asyncio.get_running_loop().time()
+        while self._vllm.poll() is None:
+            if not self._ready:
+                try:
+                    await self.http.get_json(f"{self.base_urls[0]}/models", timeout_s=5, retry=NO_RETRY)
+                    self._ready = True
+                    logger.info("vLLM ready after %.0f s", asyncio.get_running_loop().time() - started)
+                except RequestFailed:
+                    pass
+            await asyncio.sleep(1.0)
+        logger.error("vLLM exited with code %s; stopping this server", self._vllm.returncode)
+        # A non-zero exit is what tells ng_run (during start-up or later) that this server failed.
+        os._exit(1)
+
+    def ready(self) -> bool:
+        return self._ready
+
+    async def shutdown(self) -> None:
+        if self._watch:
+            self._watch.cancel()
+        if self._vllm is None or self._vllm.poll() is not None:
+            return
+        _signal_group(self._vllm.pid, signal.SIGTERM)
+        try:
+            await asyncio.to_thread(self._vllm.wait, _STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            logger.warning("vLLM did not stop in %.0f s; killing it", _STOP_GRACE_S)
+        _signal_group(self._vllm.pid, signal.SIGKILL)  # also whatever engine processes outlived vLLM's main one
+        await asyncio.to_thread(self._vllm.wait, 5)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

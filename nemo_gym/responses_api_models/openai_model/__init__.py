@@ -1,0 +1,1 @@
+"""Responses API pass-through to an OpenAI-compatible endpoint."""

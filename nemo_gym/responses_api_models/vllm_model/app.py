@@ -1,0 +1,100 @@
+"""`POST /v1/responses` in front of vLLM's Chat Completions, over one or more replicas.
+
+Settings: `base_url` (one URL or a list, each ending in /v1), `api_key`, `model`, `return_token_id_information`,
+`request_timeout_s` (default 600).
+"""
+
+import itertools
+import logging
+import re
+import zlib
+from typing import Any
+
+from starlette.requests import Request
+from starlette.routing import Route
+
+from nemo_gym import protocol
+from nemo_gym.config.servers import ServerSpec
+from nemo_gym.http_client import RequestFailed
+from nemo_gym.server.base import BaseServer, HandlerError, json_route
+
+logger = logging.getLogger(__name__)
+
+# vLLM 0.32 answers 400 with one of these when the prompt leaves no room to generate: longer than max_model_len
+# ("maximum context length is ..."), or exactly max_model_len ("max_tokens must be at least 1, got 0" after it
+# clamps max_tokens to the room left). "max_tokens=N cannot be greater than max_model_len" is a config error, not this.
+_CONTEXT_LENGTH = re.compile(r"maximum context length is|max_tokens must be at least 1, got 0")
+
+
+def is_context_length_error(exc: RequestFailed) -> bool:
+    return exc.status == 400 and bool(_CONTEXT_LENGTH.search(str(exc.body or exc.message)))
+
+
+def _as_list(base_url: str | list[str]) -> list[str]:
+    urls = [base_url] if isinstance(base_url, str) else list(base_url)
+    if not urls:
+        raise ValueError("base_url must name at least one vLLM server")
+    return [u.rstrip("/") for u in urls]
+
+
+class VLLMModelServer(BaseServer):
+    """Converts Responses requests to Chat Completions and back; a rollout's calls stick to one replica."""
+
+    def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
+        super().__init__(spec, head_url)
+        self.model: str = str(self.config.get("model") or "")
+        self.base_urls: list[str] = _as_list(self.config["base_url"]) if self.config.get("base_url") else []
+        self.timeout_s = float(self.config.get("request_timeout_s", 600))
+        self._round_robin = itertools.count()
+
+    def routes(self) -> list[Route]:
+        return [
+            json_route("/v1/responses", self.responses),
+            json_route("/v1/chat/completions", self.chat_completions),
+        ]
+
+    def replica(self, request: Request) -> str:
+        """The vLLM base URL for this request.
+
+        A stable hash of the session id (not a first-come map) keeps a rollout on one replica — and so on its
+        prefix cache — without shared state, even across restarts or several model server processes.
+        """
+        session = request.headers.get(protocol.SESSION_HEADER)
+        if session:
+            index = zlib.crc32(session.encode())
+        else:
+            index = next(self._round_robin)
+        return self.base_urls[index % len(self.base_urls)]
+
+    def _headers(self) -> dict[str, str]:
+        api_key = self.config.get("api_key")
+        return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def _chat(self, base_url: str, chat_request: dict[str, Any]) -> dict[str, Any]:
+        return await self.http.post_json(
+            f"{base_url}/chat/completions", chat_request, headers=self._headers(), timeout_s=self.timeout_s
+        )
+
+    async def responses(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        params = dict(body)
+        default = self.config.get(protocol.RETURN_TOKENS_PARAM, False)
+        with_tokens = bool(params.pop(protocol.RETURN_TOKENS_PARAM, default))
+        try:
+            chat_request = protocol.to_chat_request(params, self.model)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HandlerError(400, f"invalid Responses request: {type(exc).__name__}: {exc}") from None
+        if with_tokens:
+            chat_request.update(logprobs=True, return_token_ids=True)
+        try:
+            completion = await self._chat(self.replica(request), chat_request)
+        except RequestFailed as exc:
+            if is_context_length_error(exc):
+                logger.info("prompt exceeds the context window; answering incomplete")
+                return protocol.incomplete_response(params, self.model)
+            raise
+        if not completion.get("choices"):
+            raise HandlerError(502, "vLLM answered without choices", "invalid_response")
+        return protocol.chat_to_response(completion, params, with_token_info=with_tokens)
+
+    async def chat_completions(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        return await self._chat(self.replica(request), {**body, "model": self.model})

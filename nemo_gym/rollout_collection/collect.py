@@ -1,0 +1,282 @@
+"""One collection run, start to finish: check, validate, resume, run, compact failures, aggregate, summarize.
+
+Everything that can be wrong with the request (config, head server, agents, input rows, the state of the output)
+is found before the first rollout, and an error leaves the file system as it was.
+"""
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from nemo_gym.errors import ConfigError, NemoGymError
+from nemo_gym.http_client import NO_RETRY, HttpClient, RetryPolicy
+from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
+from nemo_gym.rollout_collection.config import RolloutCollectionConfig
+from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
+from nemo_gym.rollout_collection.keys import KeySet
+from nemo_gym.rollout_collection.manifest import changed_fields, fingerprint, read_manifest, write_manifest
+from nemo_gym.rollout_collection.progress import Progress
+from nemo_gym.rollout_collection.prompt import PromptConfig, load_prompt_config
+from nemo_gym.rollout_collection.runner import Runner, RunLimits
+from nemo_gym.rollout_collection.store import (
+    AppendFile,
+    compact_failures,
+    lock_output,
+    previous_attempts,
+    repair_torn_tail,
+    scan_done,
+)
+from nemo_gym.server.client import ServerClient
+
+AGENT_KIND = "responses_api_agents"
+RESUME_HINT = "rerun the same command with +resume_from_cache=true"
+
+
+@dataclass
+class CollectionSummary:
+    """What a run did; `ok` is False when rollouts are still failed or aggregation did not finish."""
+
+    output_jsonl_fpath: Path
+    failures_jsonl_fpath: Path
+    total: int  # rollouts this run (this shard) is responsible for
+    already_done: int  # found in the output when the run started
+    succeeded: int
+    failed: int  # failures still outstanding at the end, including ones out of attempts
+    failures_by_class: dict[str, int] = field(default_factory=dict)
+    exhausted: int = 0  # failed rollouts not retried because they used up +max_total_attempts
+    max_total_attempts: int = 0
+    elapsed_s: float = 0.0
+    rollouts_per_s: float = 0.0  # finished (succeeded or failed) rollouts of this run per second
+    mean_reward: float | None = None
+    aggregate_metrics_fpath: Path | None = None
+    metric_summaries: list[dict] = field(default_factory=list)  # per agent: agent_ref, agent_metrics, key_metrics
+    aggregation_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.aggregation_error is None
+
+
+@dataclass
+class _RunState:
+    plan: InputPlan
+    output: AppendFile
+    done: KeySet
+    prior_attempts: dict[tuple[int, int], int]
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
+
+
+async def _agent_urls(servers: ServerClient) -> dict[str, str]:
+    listing = await servers.servers()  # raises a one-line error at once when the head server is unreachable
+    agents = {name: entry["url"] for name, entry in listing.items() if entry.get("kind") == AGENT_KIND}
+    if not agents:
+        raise NemoGymError(f"the head server at {servers.head_url} lists no agent servers ({AGENT_KIND})")
+    return agents
+
+
+def _check_fresh(config: RolloutCollectionConfig) -> None:
+    for path in (config.output_path, config.failures_jsonl_fpath):
+        if _size(path):
+            raise NemoGymError(
+                f"{path} already holds results of an earlier run; pass +resume_from_cache=true to continue that "
+                f"run, or delete it (and its _failures/_manifest files) to start over"
+            )
+
+
+def _resume(config: RolloutCollectionConfig, plan: InputPlan, fp: dict) -> tuple[KeySet, dict[tuple[int, int], int]]:
+    output, failures = config.output_path, config.failures_jsonl_fpath
+    if _size(output) or _size(failures):
+        manifest = read_manifest(config.manifest_fpath)
+        changes = (
+            [f"no manifest ({config.manifest_fpath.name}) to compare with"]
+            if manifest is None else changed_fields(manifest["fingerprint"], fp)
+        )
+        if changes and not config.resume_ignore_config_change:
+            raise NemoGymError(
+                f"refusing to resume {output}: this run differs from the one that wrote it ("
+                + "; ".join(changes)
+                + "). Use a new +output_jsonl_fpath, or pass +resume_ignore_config_change=true to mix them anyway"
+            )
+        if changes:
+            _say(f"warning: resuming despite config changes ({'; '.join(changes)})")
+    for path in (output, failures):
+        dropped = repair_torn_tail(path)
+        if dropped:
+            _say(f"repaired {path}: dropped a torn last line ({dropped} bytes) left by an interrupted run")
+    scan = scan_done(output, plan.rollouts_per_task)
+    if scan.duplicates:
+        _say(f"warning: {output} holds {scan.duplicates} duplicate rollout rows (written by something else)")
+    if scan.outside:
+        _say(f"warning: {output} holds {scan.outside} rollouts this run's config does not produce")
+    prior = {key: n for key, n in previous_attempts(failures).items() if key not in scan.done}
+    _say(f"resuming: {len(scan.done)} rollouts already in {output}; {len(prior)} failed ones will be retried")
+    return scan.done, prior
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptConfig | None) -> _RunState:
+    """Validate, lock the output, check or resume its state, then commit the materialized inputs and manifest."""
+    output = config.output_path
+    created = _missing_dirs(output.parent)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    existed = output.exists()
+    tmp = config.materialized_jsonl_fpath.with_name(f"{config.materialized_jsonl_fpath.name}.{os.getpid()}.tmp")
+    out_file: AppendFile | None = None
+    try:
+        with open(tmp, "wb", buffering=1 << 20) as materialized:
+            plan = materialize_inputs(config, Path(config.input_jsonl_fpath), config.agent_name, agents, prompt,
+                                      materialized)
+        out_file = lock_output(output)
+        # Left by a run killed while validating; only the lock holder may clean up.
+        for stale in tmp.parent.glob(f"{config.materialized_jsonl_fpath.name}.*.tmp"):
+            if stale != tmp:
+                stale.unlink(missing_ok=True)
+        fp = fingerprint(config, config.agent_name, plan, prompt)
+        if config.resume_from_cache:
+            done, prior = _resume(config, plan, fp)
+        else:
+            _check_fresh(config)
+            done, prior = KeySet(plan.rollouts_per_task), {}
+        os.replace(tmp, config.materialized_jsonl_fpath)
+        write_manifest(config.manifest_fpath, fp, config.input_jsonl_fpath, plan)
+        return _RunState(plan, out_file, done, prior)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        if out_file is not None:
+            out_file.close()
+        if not existed and _size(output) == 0:
+            output.unlink(missing_ok=True)
+        for directory in created:
+            try:
+                directory.rmdir()
+            except OSError:
+                break  # something else put files there meanwhile: leave it
+        raise
+
+
+def _check_paths(config: RolloutCollectionConfig) -> None:
+    if config.upload_rollouts_to_wandb:
+        raise ConfigError("+upload_rollouts_to_wandb=true is not available yet; drop it (results stay on disk)")
+    if Path(config.input_jsonl_fpath).resolve() == config.output_path.resolve():
+        raise ConfigError("+output_jsonl_fpath must differ from +input_jsonl_fpath")
+
+
+async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: TextIO = sys.stderr) -> CollectionSummary:
+    """Collect every rollout of `config` into its output file; the library entry point behind ng_collect_rollouts."""
+    _check_paths(config)
+    prompt = load_prompt_config(config.prompt_config) if config.prompt_config else None
+    http = HttpClient(
+        read_timeout_s=config.rollout_timeout_s,
+        max_connections=config.num_samples_in_parallel + 16,
+        retry=NO_RETRY,  # the runner counts attempts itself, across runs
+    )
+    try:
+        servers = ServerClient(config.head_server_url, http)
+        agent_urls = await _agent_urls(servers)
+        state = _prepare(config, set(agent_urls), prompt)
+        summary = await _run(config, state, http, agent_urls, progress_stream)
+        if not config.disable_aggregation:
+            await _aggregate(config, summary, servers)
+    finally:
+        await http.aclose()
+    print_summary(summary)
+    return summary
+
+
+async def _run(config: RolloutCollectionConfig, state: _RunState, http: HttpClient, agent_urls: dict[str, str],
+               progress_stream: TextIO) -> CollectionSummary:
+    plan = state.plan
+    progress = Progress(plan.shard_rollouts, min(len(state.done), plan.shard_rollouts), config.progress_interval_s,
+                        progress_stream)
+    limits = RunLimits(
+        max_attempts=config.max_attempts,
+        max_total_attempts=config.max_total_attempts,
+        rollout_timeout_s=config.rollout_timeout_s,
+        backoff=RetryPolicy(backoff_base_s=config.retry_backoff_s, backoff_max_s=60.0),
+    )
+    failures = AppendFile(config.failures_jsonl_fpath)
+    runner = Runner(http, agent_urls, limits, state.output, failures, state.done, state.prior_attempts, progress)
+    _say(f"collecting {plan.shard_rollouts - progress.initial} of {plan.shard_rollouts} rollouts "
+         f"({config.num_samples_in_parallel} in parallel) into {config.output_path}")
+    started = time.monotonic()
+    progress.start()
+    try:
+        with open(config.materialized_jsonl_fpath, "rb") as lines:
+            stats = await runner.run(iter(lines), config.num_samples_in_parallel)
+    except BaseException:
+        _say(f"stopped: every finished rollout is saved in {config.output_path}; {RESUME_HINT} to continue")
+        raise
+    finally:
+        progress.close()
+        state.output.close()
+        failures.close()
+    elapsed = time.monotonic() - started
+    outstanding = compact_failures(config.failures_jsonl_fpath, state.done)
+    return CollectionSummary(
+        output_jsonl_fpath=config.output_path,
+        failures_jsonl_fpath=config.failures_jsonl_fpath,
+        total=plan.shard_rollouts,
+        already_done=progress.initial,
+        succeeded=stats.succeeded,
+        failed=outstanding.count,
+        failures_by_class=dict(outstanding.by_class),
+        exhausted=stats.exhausted,
+        max_total_attempts=config.max_total_attempts,
+        elapsed_s=elapsed,
+        rollouts_per_s=(stats.succeeded + stats.failed) / elapsed if elapsed > 0 else 0.0,
+        mean_reward=progress.mean_reward,
+    )
+
+
+async def _aggregate(config: RolloutCollectionConfig, summary: CollectionSummary, servers: ServerClient) -> None:
+    if not _size(config.output_path):
+        return  # nothing succeeded (or an empty shard): no metrics, and the failures already say why
+    try:
+        result = await aggregate_rollouts([config.output_path], config.aggregate_metrics_fpath, servers)
+    except NemoGymError as exc:
+        summary.aggregation_error = str(exc)
+        return
+    summary.aggregate_metrics_fpath = result.path
+    summary.metric_summaries = result.summaries
+
+
+def print_summary(summary: CollectionSummary) -> None:
+    mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
+    _say(f"done: {summary.succeeded} rollouts collected in {summary.elapsed_s:.1f} s "
+         f"({summary.rollouts_per_s:.1f}/s, mean reward {mean}); {summary.already_done} were already done; "
+         f"{summary.total} in this run")
+    _say(f"rollouts: {summary.output_jsonl_fpath}")
+    if summary.aggregate_metrics_fpath:
+        _say(f"metrics: {summary.aggregate_metrics_fpath}")
+    for entry in summary.metric_summaries:
+        shown = entry.get("key_metrics") or entry.get("agent_metrics") or {}
+        metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
+        _say(f"  {entry['agent_ref']['name']}: {metrics or '(no key metrics)'}")
+    if summary.failed:
+        classes = ", ".join(f"{cls}: {n}" for cls, n in sorted(summary.failures_by_class.items()))
+        _say(f"FAILED: {summary.failed} rollouts ({classes}); details in {summary.failures_jsonl_fpath}; "
+             f"{RESUME_HINT} to retry them")
+        if summary.exhausted:
+            _say(f"  {summary.exhausted} of them were not retried: they used up +max_total_attempts="
+                 f"{summary.max_total_attempts}; raise it to try them again")
+    if summary.aggregation_error:
+        _say(f"aggregation failed: {summary.aggregation_error}; retry with ng_aggregate_rollouts "
+             f"+input_glob={summary.output_jsonl_fpath} +output_jsonl_fpath={summary.output_jsonl_fpath} "
+             f"+merge_shards=false")

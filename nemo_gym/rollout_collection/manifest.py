@@ -1,0 +1,71 @@
+"""The run manifest: a fingerprint of everything that defines which rollouts a run produces.
+
+Resuming appends to an existing output, which is only correct when the run is the same run. The fingerprint is
+stored next to the output and compared on resume; a difference is refused, naming each changed field.
+"""
+
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from nemo_gym.errors import NemoGymError
+from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
+from nemo_gym.rollout_collection.inputs import InputPlan
+from nemo_gym.rollout_collection.prompt import PromptConfig
+
+
+def fingerprint(config: SharedRolloutCollectionConfig, agent_name: str | None, plan: InputPlan,
+                prompt: PromptConfig | None) -> dict[str, Any]:
+    num_shards, shard_index = config.shard()
+    return {
+        "input_sha256": plan.input_sha256,
+        "limit": config.limit,
+        "num_repeats": config.num_repeats,
+        "num_repeats_add_seed": config.num_repeats_add_seed,
+        "prompt_config_sha256": hashlib.sha256(prompt.text.encode()).hexdigest() if prompt else None,
+        "responses_create_params": config.responses_create_params,
+        "agent_name": agent_name,
+        "num_shards": num_shards,
+        "shard_index": shard_index,
+    }
+
+
+def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """One 'field: old -> new' entry per difference."""
+    return [
+        f"{key}: {old.get(key, '(absent)')!r} -> {new.get(key, '(absent)')!r}"
+        for key in sorted(set(old) | set(new))
+        if old.get(key) != new.get(key)
+    ]
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        manifest = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise NemoGymError(f"{path} is not valid JSON ({exc}); delete it to start over") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("fingerprint"), dict):
+        raise NemoGymError(f"{path} has no fingerprint; delete it to start over")
+    return manifest
+
+
+def write_manifest(path: Path, fp: dict[str, Any], input_path: str, plan: InputPlan) -> None:
+    """Atomically replace the manifest, so a crash never leaves half of one."""
+    manifest = {
+        "fingerprint": fp,
+        "input_jsonl_fpath": input_path,
+        "tasks": plan.tasks,
+        "shard_tasks": plan.shard_tasks,
+        "shard_rollouts": plan.shard_rollouts,
+        "rollouts_by_agent": plan.rollouts_by_agent,
+        "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The project's test command: installs everything the tests need (idempotent), then runs the whole suite.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not vllm"` or `bash scripts/test.sh tests/unit`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+
+started=$(date +%s)
+set +e
+.venv/bin/python -m pytest -q -rfE --durations=15 "$@"
+code=$?
+set -e
+echo "[test] suite wall time: $(( $(date +%s) - started )) s"
+if [ "$code" -eq 5 ]; then
+  echo "[test] pytest collected no tests: failing, an empty suite proves nothing" >&2
+  exit 1
+fi
+exit "$code"

@@ -1,0 +1,35 @@
+"""The shipped simple_agent + example_single_tool_call environment, driven by the scripted model, through
+ng_collect_rollouts and its aggregation: the real servers a user runs, only the model is scripted."""
+
+from pathlib import Path
+
+import orjson
+
+from tests.collection.util import keys, read_rows, run_cli, sidecar
+from tests.helpers.stack import REPO_ROOT, running_stack
+
+SCRIPTED_MODEL = REPO_ROOT / "tests" / "helpers" / "scripted_model.py"
+WEATHER_ROWS = REPO_ROOT / "nemo_gym" / "resources_servers" / "example_single_tool_call" / "data" / "example.jsonl"
+AGENT = "example_single_tool_call_simple_agent"
+
+
+def test_simple_agent_weather_rollouts_through_ng_collect_rollouts(tmp_path: Path) -> None:
+    model = {"policy_model": {"responses_api_models": {"scripted_model": {"entrypoint": str(SCRIPTED_MODEL)}}}}
+    (tmp_path / "model.yaml").write_bytes(orjson.dumps(model))
+    configs = f"+config_paths=[{REPO_ROOT / 'configs' / 'example_single_tool_call.yaml'},{tmp_path / 'model.yaml'}]"
+    tasks = len([line for line in WEATHER_ROWS.read_bytes().splitlines() if line.strip()])
+    with running_stack([configs], cwd=tmp_path) as stack:
+        out = tmp_path / "weather.jsonl"
+        result = run_cli("collect", [
+            f"+head_server.port={stack.head_url.rsplit(':', 1)[1]}", f"+agent_name={AGENT}",
+            f"+input_jsonl_fpath={WEATHER_ROWS}", f"+output_jsonl_fpath={out}", "+num_repeats=2",
+            "+num_samples_in_parallel=4"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(keys(out)) == [(t, r) for t in range(tasks) for r in range(2)]
+    rows = read_rows(out)
+    assert all(r["reward"] == 1.0 and r["agent_ref"] == {"name": AGENT} and r["expected_city"] for r in rows)
+    assert all([item["type"] for item in r["response"]["output"]][-1] == "message" for r in rows)
+    metrics = orjson.loads(sidecar(out, "_aggregate_metrics.json").read_bytes())
+    assert len(metrics) == 1 and metrics[0]["agent_ref"] == {"name": AGENT}
+    assert set(metrics[0]) == {"agent_ref", "agent_metrics", "key_metrics", "group_level_metrics"}
+    assert len(metrics[0]["group_level_metrics"]) == tasks

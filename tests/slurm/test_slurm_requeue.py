@@ -1,0 +1,82 @@
+"""Real Slurm: an array task stopped mid-run (scancel, or a requeue as preemption does) loses and duplicates nothing."""
+
+import subprocess
+from pathlib import Path
+
+from tests.slurm.util import (
+    count_lines,
+    instant_model,
+    job_ids,
+    keys_of,
+    make_workdir,
+    queued,
+    stub_args,
+    submit,
+    wait_for_jobs,
+    wait_until,
+)
+
+ROWS, REPEATS, SHARDS = 40, 4, 4
+# Slow answers and low concurrency keep each task busy for about 10 s, long enough to stop it mid-run.
+DELAY_S, PARALLEL = 0.5, 2
+
+
+def _stop_mid_run(run: Path, array_job: str, shard: int, command: list[str]) -> int:
+    """Wait until the shard holds a few rollouts, run `command` on its array task, and wait until the job script's
+    SIGTERM handler has stopped everything; return the rollouts the shard had when it was stopped."""
+    output = run / "rollouts" / f"rollouts-shard{shard}-of{SHARDS}.jsonl"
+    wait_until(lambda: count_lines(output) >= 4, 120, f"shard {shard} to start writing", run / "logs")
+    subprocess.run([*command, f"{array_job}_{shard}"], check=True)
+    log = run / "logs" / f"shard{shard}.log"
+    wait_until(lambda: "stopped cleanly" in log.read_text(), 60, f"shard {shard} to stop", run / "logs")
+    rows = count_lines(output)
+    assert rows < ROWS * REPEATS // SHARDS, "the task finished before it could be stopped: raise DELAY_S"
+    return rows
+
+
+def _assert_complete(run: Path) -> None:
+    keys = keys_of(run / "rollouts.jsonl")
+    assert len(keys) == len(set(keys)) == ROWS * REPEATS
+    assert (run / "rollouts_aggregate_metrics.json").is_file()
+
+
+def test_stopped_tasks_are_resubmitted_and_merge_is_exact(tmp_path: Path, slurm_jobs: set[str]) -> None:
+    with instant_model(DELAY_S) as base_url:
+        work = make_workdir(tmp_path, base_url, "instant-stub", ROWS)
+        run = work / "run"
+        first = submit(slurm_jobs, work, *stub_args("run", SHARDS, REPEATS, PARALLEL))
+        array = first["submissions"][0]["collect_job_id"]
+        # What --signal=B:TERM@N does before the time limit: SIGTERM to the job script alone, which must stop the
+        # collector and ng_run itself.
+        _stop_mid_run(run, array, 0, ["scancel", "--batch", "--signal=TERM"])
+        _stop_mid_run(run, array, 1, ["scancel"])
+        wait_for_jobs(job_ids(first), run / "logs")
+        # afterok can no longer be met: Slurm drops the aggregate job instead of leaving it pending forever.
+        assert not (run / "rollouts.jsonl").exists()
+        (ng_run_log,) = run.glob("logs/shard0/*/ng_run.log")
+        assert "received SIGTERM" in ng_run_log.read_text() and "all servers stopped" in ng_run_log.read_text()
+
+        second = submit(slurm_jobs, work, "+run_dir=run", "+resume=true")
+        assert second["submissions"][-1]["shards"] == [0, 1]
+        wait_for_jobs(job_ids(second), run / "logs")
+
+    _assert_complete(run)
+    for shard in (0, 1):
+        assert "resuming: " in (run / "logs" / f"shard{shard}.log").read_text()
+
+
+def test_requeued_task_resumes_and_original_aggregate_runs(tmp_path: Path, slurm_jobs: set[str]) -> None:
+    with instant_model(DELAY_S) as base_url:
+        work = make_workdir(tmp_path, base_url, "instant-stub", ROWS)
+        run = work / "run"
+        record = submit(slurm_jobs, work, *stub_args("run", SHARDS, REPEATS, PARALLEL))
+        array = record["submissions"][0]["collect_job_id"]
+        before = _stop_mid_run(run, array, 0, ["scontrol", "requeue"])
+        assert queued({array}), "the requeued task should be back in the queue"
+        wait_for_jobs(job_ids(record), run / "logs", timeout_s=300)
+
+    _assert_complete(run)
+    log = (run / "logs" / "shard0.log").read_text()
+    assert "try1" in log  # the same array task ran again under --requeue ...
+    resumed = int(log.split("resuming: ")[-1].split()[0])
+    assert resumed >= before  # ... and skipped every rollout its first attempt had written

@@ -1,0 +1,67 @@
+"""ng_slurm_submit's rendering and checks, and the aggregate job's shard gate: no Slurm needed."""
+
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from nemo_gym.errors import ConfigError
+from nemo_gym.slurm import submit, summary
+from nemo_gym.slurm.templates import render
+from tests.slurm.util import make_workdir, stub_args
+
+
+def test_dry_run_renders_valid_requeue_safe_scripts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = make_workdir(tmp_path, "http://127.0.0.1:9/v1", "m", rows=4)
+    monkeypatch.chdir(work)
+    submit.main_args([*stub_args("run", 3, 2, 4), "+slurm.max_parallel=2", "+slurm.time=10", "+slurm.dry_run=true"])
+    collect = (work / "run/slurm/collect.sbatch").read_text()
+    for expected in ("#SBATCH --array=0-2%2", "#SBATCH --requeue", "#SBATCH --signal=B:TERM@60", "#SBATCH --time=10",
+                     "+resume_from_cache=true", "rollouts-shard${SHARD}-of${NUM_SHARDS}.jsonl", "trap "):
+        assert expected in collect
+    aggregate = (work / "run/slurm/aggregate.sbatch").read_text()
+    assert "rollouts-shard*-of${NUM_SHARDS}.jsonl" in aggregate
+    for script in ("collect", "aggregate"):
+        subprocess.run(["bash", "-n", str(work / f"run/slurm/{script}.sbatch")], check=True)
+    assert not (work / "run/slurm/submission.json").exists()  # nothing was submitted
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("+output_jsonl_fpath=x.jsonl", "set by the job script"),
+        ("+slurm.cpus_per_tsk=2", r"did you mean \+slurm.cpus_per_task"),
+        ("+slurm.dependency=after", "afterok or afterany"),
+    ],
+)
+def test_refuses_bad_options(extra: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        submit.parse_request([*stub_args("run", 2, 1, 1), extra])
+
+
+def test_render_needs_every_placeholder() -> None:
+    assert render("a {{x}} ${HOME}", {"x": "1"}) == "a 1 ${HOME}"
+    with pytest.raises(ConfigError, match="y"):
+        render("{{x}} {{y}}", {"x": "1"})
+
+
+def test_summary_gates_incomplete_shards_and_checks_the_merge(tmp_path: Path) -> None:
+    for shard in range(2):
+        rows = b"".join(orjson.dumps({"_ng_task_index": t, "_ng_rollout_index": 0}) + b"\n" for t in (shard, shard + 2))
+        (tmp_path / "rollouts").mkdir(exist_ok=True)
+        (tmp_path / f"rollouts/rollouts-shard{shard}-of2.jsonl").write_bytes(rows)
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm/shard0.done").write_text("job1-try0\n")
+    args = [str(tmp_path), "--num-shards", "2"]
+    assert summary.main([*args, "--require-complete-shards"]) == 1
+    (tmp_path / "slurm/shard1.done").write_text("job2-try0\n")
+    assert summary.main([*args, "--require-complete-shards"]) == 0
+
+    merged = b"".join((tmp_path / f"rollouts/rollouts-shard{i}-of2.jsonl").read_bytes() for i in range(2))
+    (tmp_path / "rollouts.jsonl").write_bytes(merged + merged.splitlines(keepends=True)[0])
+    (tmp_path / "rollouts_aggregate_metrics.json").write_text("[]")
+    assert summary.main([*args, "--write", str(tmp_path / "summary.json")]) == 1
+    assert "1 duplicate keys" in orjson.loads((tmp_path / "summary.json").read_bytes())["problems"][0]
+    (tmp_path / "rollouts.jsonl").write_bytes(merged)
+    assert summary.main([*args, "--write", str(tmp_path / "summary.json")]) == 0

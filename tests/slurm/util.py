@@ -1,0 +1,114 @@
+"""Helpers for the Slurm tests: an instant chat model, work directories, submitting runs and waiting for them."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import httpx
+import orjson
+import pytest
+
+from nemo_gym.resources_servers.math.generate_arithmetic import generate_rows
+from nemo_gym.rollout_collection.keys import row_key
+from tests.helpers.stack import REPO_ROOT, free_port
+
+STUB_APP = Path(__file__).parent / "apps" / "instant_chat_model.py"
+CONFIGS = REPO_ROOT / "configs"
+
+
+@contextmanager
+def instant_model(delay_s: float = 0.0) -> Iterator[str]:
+    """The instant chat-completions stub on a free port; yields its base URL (ending in /v1)."""
+    port = free_port()
+    popen = subprocess.Popen(
+        [sys.executable, str(STUB_APP), "--port", str(port), "--delay-s", str(delay_s)], start_new_session=True
+    )
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base_url}/models", timeout=1, trust_env=False).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert popen.poll() is None and time.monotonic() < deadline, "instant model did not start"
+            time.sleep(0.1)
+        yield base_url
+    finally:
+        os.killpg(popen.pid, signal.SIGTERM)
+        popen.wait(timeout=10)
+
+
+def make_workdir(path: Path, base_url: str, model_name: str, rows: int, seed: int = 0) -> Path:
+    """A working directory with env.yaml pointing at the model and `rows` arithmetic tasks in input.jsonl."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "env.yaml").write_text(
+        f"policy_base_url: {base_url}\npolicy_api_key: dummy\npolicy_model_name: {model_name}\n"
+    )
+    (path / "input.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in generate_rows(rows, seed)))
+    return path
+
+
+def submit(jobs: set[str], workdir: Path, *args: str) -> dict:
+    """Run ng_slurm_submit in `workdir`, add its job ids to `jobs`, and return the run's submission record."""
+    done = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.slurm.submit", *args], cwd=workdir, capture_output=True, text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, f"ng_slurm_submit failed:\n{done.stdout}\n{done.stderr}"
+    run_dir = next(a.split("=", 1)[1] for a in args if a.startswith("+run_dir="))
+    record = orjson.loads((workdir / run_dir / "slurm" / "submission.json").read_bytes())
+    jobs |= job_ids(record)
+    return record
+
+
+def queued(job_ids: set[str]) -> dict[str, str]:
+    """squeue id -> state of the queued or running jobs (and array tasks) of `job_ids`."""
+    out = subprocess.run(["squeue", "-h", "-o", "%F %i %T"], capture_output=True, text=True, check=True).stdout
+    rows = (line.split() for line in out.splitlines())
+    return {job: state for array, job, state in rows if array in job_ids}
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, logs: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            tails = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(logs.glob("*.log")))
+            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}; squeue: {queued_all()}\n{tails}")
+        time.sleep(1)
+
+
+def queued_all() -> str:
+    return subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout
+
+
+def wait_for_jobs(job_ids: set[str], logs: Path, timeout_s: float = 240) -> None:
+    wait_until(lambda: not queued(job_ids), timeout_s, f"jobs {sorted(job_ids)} to leave the queue", logs)
+
+
+def job_ids(record: dict) -> set[str]:
+    return {entry[k] for entry in record["submissions"] for k in ("collect_job_id", "aggregate_job_id") if k in entry}
+
+
+def keys_of(path: Path) -> list[tuple[int, int]]:
+    with path.open("rb") as f:
+        return [key for line in f if (key := row_key(line)) is not None]
+
+
+def count_lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.is_file() else 0
+
+
+def stub_args(run_dir: str, shards: int, repeats: int, parallel: int) -> list[str]:
+    return [
+        f"+config_paths=[{CONFIGS / 'math.yaml'},{CONFIGS / 'vllm_model.yaml'}]",
+        "+agent_name=math_simple_agent", "+input_jsonl_fpath=input.jsonl",
+        f"+num_repeats={repeats}", f"+num_samples_in_parallel={parallel}",
+        f"+run_dir={run_dir}", f"+num_shards={shards}",
+    ]
