@@ -102,7 +102,9 @@ def parse_overrides(argv: Sequence[str]) -> list[tuple[str, Any]]:
     for override in parsed:
         if override.is_delete():
             raise ConfigError(f"deleting keys ('~{override.key_or_group}') is not supported")
-        pairs.append((override.key_or_group, override.value()))
+        # We run one job, never a Hydra sweep: `a,b` means the literal text (e.g. a comma-separated glob list).
+        value = override.get_value_string() if override.is_sweep_override() else override.value()
+        pairs.append((override.key_or_group, value))
     return pairs
 
 

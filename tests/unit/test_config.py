@@ -102,6 +102,12 @@ def test_reference_to_wrong_kind_is_an_error(tmp_path: Path) -> None:
         load_global_config([f"+config_paths=[{a}]"], cwd=tmp_path)
 
 
+def test_comma_separated_value_is_literal_text_not_a_sweep(tmp_path: Path) -> None:
+    cfg = load_global_config(["+input_glob=a/*.jsonl,b/*.jsonl", "+paths=[x,y]"], cwd=tmp_path)
+    assert cfg.get("input_glob") == "a/*.jsonl,b/*.jsonl"
+    assert cfg.get("paths") == ["x", "y"]
+
+
 def test_bad_override_syntax(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot parse command-line override"):
         load_global_config(["+a=[1,2"], cwd=tmp_path)
