@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 PROMPT = "What is {a} + {b}? Answer with just the number."
+MAX_OUTPUT_TOKENS = 64
 
 
 def generate_rows(n: int, seed: int, digits: int = 1) -> list[dict[str, Any]]:
@@ -26,7 +27,11 @@ def generate_rows(n: int, seed: int, digits: int = 1) -> list[dict[str, Any]]:
         a, b = rng.randint(low, high), rng.randint(low, high)
         rows.append(
             {
-                "responses_create_params": {"input": [{"role": "user", "content": PROMPT.format(a=a, b=b)}]},
+                "responses_create_params": {
+                    "input": [{"role": "user", "content": PROMPT.format(a=a, b=b)}],
+                    # A number needs a few tokens; the cap stops a rambling sample from running to the context end.
+                    "max_output_tokens": MAX_OUTPUT_TOKENS,
+                },
                 "expected_answer": str(a + b),
             }
         )
