@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
+import aiohttp
 import orjson
 
 FailureClass = Literal["connect", "timeout", "http_5xx", "http_4xx", "invalid_response", "agent_error"]
@@ -63,11 +63,24 @@ class RequestFailed(Exception):
         }
 
 
-def _error_body(response: httpx.Response) -> Any:
+def _error_body(content: bytes) -> Any:
     try:
-        return orjson.loads(response.content)
+        return orjson.loads(content)
     except orjson.JSONDecodeError:
-        return response.text[:500]
+        return content[:500].decode(errors="replace")
+
+
+def _transport_failure(exc: BaseException, url: str) -> RequestFailed:
+    """The failure class of an exception raised while sending a request or reading its reply."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        kind = "connect"  # no connection within connect_timeout_s: the server is not there, same as refused
+    elif isinstance(exc, TimeoutError):  # read timeouts (aiohttp.SocketTimeoutError) are TimeoutErrors too
+        kind = "timeout"
+    elif isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ClientResponseError)):
+        kind = "invalid_response"  # the server answered, but with a truncated body or malformed HTTP
+    else:
+        kind = "connect"  # refused, reset, or disconnected before the reply: a retry may reach a healthy server
+    return RequestFailed(kind, f"{type(exc).__name__} calling {url}: {exc}", url=url)
 
 
 def _retryable(exc: RequestFailed) -> bool:
@@ -77,7 +90,12 @@ def _retryable(exc: RequestFailed) -> bool:
 
 
 class HttpClient:
-    """An async JSON-over-HTTP client with one connection pool per process."""
+    """An async JSON-over-HTTP client with one connection pool per process (aiohttp underneath).
+
+    aiohttp rather than httpx: on loopback it sends 10-20x more requests per second per core, which is the
+    ceiling of the whole stack (figures in notes/perf_readme.md). The session binds to an event loop, so it is
+    opened on first use inside the running loop, and opened again if a later run uses a new loop.
+    """
 
     def __init__(
         self,
@@ -88,15 +106,33 @@ class HttpClient:
         retry: RetryPolicy = RetryPolicy(),
     ) -> None:
         self.retry = retry
-        self._timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s, pool=None)
-        self._client = httpx.AsyncClient(
-            timeout=self._timeout,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            trust_env=False,  # loopback calls must never go through a proxy from the environment
-        )
+        self._connect_timeout_s = connect_timeout_s
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=read_timeout_s)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections,
+                # Idle connections are dropped before uvicorn's default 5 s keep-alive (vLLM's) closes them under us.
+                keepalive_timeout=4.0,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=self._timeout,
+                trust_env=False,  # loopback calls must never go through a proxy from the environment
+                skip_auto_headers=("User-Agent",),
+            )
+            self._loop = loop
+        return self._session
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._session is not None and self._loop is asyncio.get_running_loop():
+            await self._session.close()
+        self._session = None
 
     async def request_json(
         self,
@@ -134,30 +170,28 @@ class HttpClient:
         if headers:
             all_headers.update(headers)
         content = orjson.dumps(body) if body is not None else None
-        timeout = httpx.Timeout(timeout_s, connect=self._timeout.connect) if timeout_s else self._timeout
+        timeout = (
+            aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s, sock_read=timeout_s)
+            if timeout_s
+            else self._timeout
+        )
         try:
-            response = await self._client.request(method, url, content=content, headers=all_headers, timeout=timeout)
-        except httpx.TimeoutException as exc:
-            kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "timeout"
-            raise RequestFailed(kind, f"{type(exc).__name__} calling {url}", url=url) from None
-        except (httpx.TransportError, OSError) as exc:
-            raise RequestFailed("connect", f"{type(exc).__name__} calling {url}: {exc}", url=url) from None
-        if response.status_code >= 400:
-            kind = "http_5xx" if response.status_code >= 500 else "http_4xx"
-            body_out = _error_body(response)
+            async with self._client().request(
+                method, url, data=content, headers=all_headers, timeout=timeout
+            ) as response:
+                status = response.status
+                raw = await response.read()
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise _transport_failure(exc, url) from None
+        if status >= 400:
+            kind = "http_5xx" if status >= 500 else "http_4xx"
+            body_out = _error_body(raw)
             raise RequestFailed(
-                kind,
-                f"HTTP {response.status_code} from {url}: {str(body_out)[:300]}",
-                url=url,
-                status=response.status_code,
-                body=body_out,
+                kind, f"HTTP {status} from {url}: {str(body_out)[:300]}", url=url, status=status, body=body_out
             )
         try:
-            return orjson.loads(response.content)
+            return orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise RequestFailed(
-                "invalid_response",
-                f"invalid JSON from {url} ({len(response.content)} bytes)",
-                url=url,
-                status=response.status_code,
+                "invalid_response", f"invalid JSON from {url} ({len(raw)} bytes)", url=url, status=status
             ) from None

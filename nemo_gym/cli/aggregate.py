@@ -2,9 +2,11 @@
 
     ng_aggregate_rollouts +input_glob='results/rollouts_shard*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl
 
-With +merge_shards=true (default) the shards are written to output_jsonl_fpath once per key, ordered by key; the
-metrics come from each agent's /aggregate_metrics (servers must be running) and go to
-<output stem>_aggregate_metrics.json.
+With +merge_shards=true (default) the shards are written to output_jsonl_fpath once per key, ordered by key, and
+their outstanding failures to <output stem>_failures.jsonl. Identical copies of a key are dropped with a warning;
+differing copies are an error naming both files. Metrics are computed exactly as at the end of ng_collect_rollouts
+(library metrics plus each environment's, through its agent's /aggregate_metrics: servers must be running) and go to
+<output stem>_aggregate_metrics.json and <output stem>_report.html.
 """
 
 from pathlib import Path
@@ -46,7 +48,7 @@ async def _aggregate(config: RolloutAggregationConfig, files: list[Path]) -> Non
         result = await aggregate_rollouts(files, config.aggregate_metrics_fpath, servers)
     finally:
         await http.aclose()
-    print(f"metrics: {result.path}", flush=True)
+    print(f"metrics: {result.path}\nreport: {result.report_path}", flush=True)
 
 
 def main_args(argv: list[str]) -> int:
@@ -57,8 +59,9 @@ def main_args(argv: list[str]) -> int:
         output = Path(config.output_jsonl_fpath)
         output.parent.mkdir(parents=True, exist_ok=True)
         stats = merge_shards(files, output)
-        dropped = f"; dropped {stats.duplicates} duplicate keys" if stats.duplicates else ""
-        print(f"merged {stats.rows} rollouts into {output}{dropped}", flush=True)
+        dropped = f"; dropped {stats.duplicates} duplicate rollouts" if stats.duplicates else ""
+        failed = f"; {stats.failures} outstanding failures" if stats.failures else ""
+        print(f"merged {stats.rows} rollouts into {output}{dropped}{failed}", flush=True)
         files = [output]
     run_async(_aggregate(config, files))
     return 0

@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.protocol import SESSION_HEADER
-from nemo_gym.resources_servers.metrics import group_mean_reward, summarize
+from nemo_gym.resources_servers.metrics import group_mean_reward, headline_metrics, summarize
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
 
 _TOOL_MARK = "_ng_tool"
@@ -72,16 +72,25 @@ class ResourcesServer(BaseServer):
         raise NotImplementedError(f"{type(self).__name__} must implement verify()")
 
     def compute_metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        """Agent-level metrics over rollout rows: mean/std/min/max of every numeric field by default."""
+        """Agent-level metrics over rollout rows: mean/std/min/max of every numeric field by default.
+
+        From the collector, `rows` are compact (keys and scalar fields; no transcripts: put what a metric needs
+        into a scalar field in `verify`) and the library's metrics (medians, pass@k, majority@k, bootstrap
+        interval, failure rates) are already computed: an override adds to them, the default adds nothing.
+        """
         return summarize(rows)
 
     def key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        """The few metrics worth a headline (`mean/reward` by default)."""
-        return {key: value for key, value in agent_metrics.items() if key == "mean/reward"}
+        """The few metrics worth a headline: mean reward, its 95% interval and the widest pass@k/majority@k."""
+        return headline_metrics(agent_metrics)
 
     def group_metrics(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Per-task metrics (mean reward over each task's rollouts by default)."""
+        """Per-task metrics, each with `_ng_task_index` (mean reward by default; from the collector, an override
+        adds to the library's per-task statistics)."""
         return group_mean_reward(rows)
+
+    def _overrides(self, hook: str) -> bool:
+        return getattr(type(self), hook) is not getattr(ResourcesServer, hook)
 
     # ---- per-rollout state ----
 
@@ -137,11 +146,20 @@ class ResourcesServer(BaseServer):
         rows = body.get("rows") if isinstance(body, dict) else None
         if not isinstance(rows, list):
             raise HandlerError(400, "aggregate_metrics needs {'rows': [...]}")
-        agent_metrics = self.compute_metrics(rows)
+        library = body.get("agent_metrics")
+        if not isinstance(library, dict):  # a direct call with rows only: the hooks compute everything
+            agent_metrics = self.compute_metrics(rows)
+            return {
+                "agent_metrics": agent_metrics,
+                "key_metrics": self.key_metrics(agent_metrics),
+                "group_level_metrics": self.group_metrics(rows),
+            }
+        # From the collector: the defaults would only recompute what the library sent, so only overrides run.
+        agent_metrics = {**library, **(self.compute_metrics(rows) if self._overrides("compute_metrics") else {})}
         return {
             "agent_metrics": agent_metrics,
             "key_metrics": self.key_metrics(agent_metrics),
-            "group_level_metrics": self.group_metrics(rows),
+            "group_level_metrics": self.group_metrics(rows) if self._overrides("group_metrics") else [],
         }
 
     def _tool_route(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:

@@ -103,3 +103,16 @@ def group_mean_reward(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         groups[int(task)].add(float(reward))
     return [{TASK_INDEX_KEY: task, "mean/reward": groups[task].mean} for task in sorted(groups)]
+
+
+def headline_metrics(agent_metrics: dict[str, Any]) -> dict[str, Any]:
+    """The default key metrics: mean reward, its 95% interval, and the widest pass@k / majority@k computed.
+
+    Over rows alone (no library metrics) that is just `mean/reward`.
+    """
+    keys = ["mean/reward", "ci95_low/reward", "ci95_high/reward"]
+    for prefix in ("pass@1[avg-of-", "pass@", "majority@"):
+        ks = [key for key in agent_metrics if key.startswith(prefix) and "/" not in key and "[" not in key[len(prefix):]]
+        if ks:
+            keys.append(max(ks, key=lambda key: int(key[len(prefix):].rstrip("]"))))
+    return {key: agent_metrics[key] for key in keys if key in agent_metrics}

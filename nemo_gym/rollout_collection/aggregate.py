@@ -1,227 +1,251 @@
-"""Metrics over finished rollouts, computed by each agent's `/aggregate_metrics`, and merging of shard files.
+"""Metrics over finished rollouts and merging of shard files: the one aggregation path of the collector.
 
-Both directions stream: rows go to the agent as a chunked request body read straight from the JSONL files, and
-the agent's answer goes straight into `<stem>_aggregate_metrics.json`. The collector never holds the rows or the
-per-task metrics in memory, so aggregation costs the same few megabytes at 10k rows as at 1M.
-ng_collect_rollouts and ng_aggregate_rollouts both end here.
+ng_collect_rollouts (at the end of a run) and ng_aggregate_rollouts (over shards) both call `aggregate_rollouts`,
+so live and offline numbers cannot disagree. It reads every key once in key order (`nemo_gym.metrics.rows`),
+computes the generic metrics in this process (`nemo_gym.metrics`: per-field statistics, pass@k, majority@k, a
+bootstrap interval, failure rates), and then lets each environment add its own: the agent's `/aggregate_metrics`
+gets the library's `agent_metrics` plus compact rows (keys and scalar fields, no transcripts) as one streamed
+request body read from a spool file. The environment's answer is merged over the library's numbers.
 """
 
 import asyncio
 import glob
-import json
-import mmap
 import os
-import re
+import shutil
 import sys
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, BinaryIO, Sequence
+from typing import Any, AsyncIterator, BinaryIO, Iterator, Sequence
 
-import httpx
+import aiohttp
 import orjson
 
 from nemo_gym.errors import InputDataError, NemoGymError
 from nemo_gym.http_client import RetryPolicy
-from nemo_gym.rollout_collection.keys import AGENT_REF, row_key
-from nemo_gym.rollout_collection.store import iter_lines
+from nemo_gym.metrics.accumulator import AgentColumns, AgentMetrics, iter_groups
+from nemo_gym.metrics.report import AgentReport, write_report
+from nemo_gym.resources_servers.metrics import headline_metrics
+from nemo_gym.rollout_collection.shards import ReadStats, failures_sidecar, iter_unique_lines, read_failures
+from nemo_gym.rollout_collection.keys import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, row_key
 from nemo_gym.server.client import ServerClient
 
 AGGREGATE_TIMEOUT_S = 1800.0
 _CHUNK_BYTES = 1 << 18
 _RETRY = RetryPolicy(max_attempts=3, backoff_base_s=1.0)
-_SUMMARY_KEYS = ("agent_metrics", "key_metrics")
-_SUMMARY_WINDOW = 1 << 20  # the printed summaries are small; the per-task list after them is never loaded
+METRICS_SUFFIX = "_aggregate_metrics.json"
+REPORT_SUFFIX = "_report.html"
 
 
 def _expand_input_glob(input_glob: str) -> list[str]:
-    """Expand a glob, or comma-separated globs, into a sorted, deduplicated list of existing file paths.
+    """Expand a glob, or comma-separated globs, into a list of existing files without repeats.
 
-    'results/rollouts.jsonl' -> ['results/rollouts.jsonl'];  'a/*.jsonl, b/*.jsonl' -> matches of both.
+    Whitespace around a pattern is trimmed and empty patterns are dropped; each pattern's matches are sorted, and a
+    file matched again by a later pattern keeps its first place. 'a/*.jsonl, b/*.jsonl' -> a's files, then b's.
     """
-    paths = set()
+    paths: dict[str, None] = {}
     for pattern in (p.strip() for p in input_glob.split(",")):
         if pattern:
-            paths.update(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
-    return sorted(paths)
+            for path in sorted(glob.glob(pattern, recursive=True)):
+                if os.path.isfile(path):
+                    paths.setdefault(path, None)
+    return list(paths)
 
 
-def _agent_of(path: Path, line_no: int, line: bytes) -> str:
-    try:
-        ref = orjson.loads(line).get(AGENT_REF)
-    except (orjson.JSONDecodeError, AttributeError):
-        raise InputDataError(f"{path}:{line_no}: not a JSON object") from None
+def report_path(metrics_path: Path) -> Path:
+    """`<stem>_report.html` next to `<stem>_aggregate_metrics.json`."""
+    name = metrics_path.name.removesuffix(METRICS_SUFFIX)
+    return metrics_path.with_name(name + REPORT_SUFFIX)
+
+
+def _agent_of(row: Any, line: bytes) -> str:
+    ref = row.get(AGENT_REF) if isinstance(row, dict) else None
     if not isinstance(ref, dict) or not isinstance(ref.get("name"), str):
-        raise InputDataError(f"{path}:{line_no}: rollout row has no agent_ref.name")
+        raise InputDataError(f"rollout row has no agent_ref.name: {line[:200]!r}")
     return ref["name"]
 
 
-def count_rows_by_agent(files: Sequence[Path]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for path in files:
-        for line_no, line in iter_lines(path):
-            agent = _agent_of(path, line_no, line)
-            counts[agent] = counts.get(agent, 0) + 1
-    return counts
+async def _rows_body(spool: Path, agent_metrics: dict[str, float]) -> AsyncIterator[bytes]:
+    """`{"agent_metrics": {...}, "rows": [...]}` read from the spool in chunks (it holds the rows comma-joined)."""
+    yield b'{"agent_metrics":' + orjson.dumps(agent_metrics) + b',"rows":['
+    with open(spool, "rb") as file:
+        while part := file.read(_CHUNK_BYTES):
+            yield part
+    yield b"]}"
 
 
-async def _rows_body(files: Sequence[Path], agent: str | None) -> AsyncIterator[bytes]:
-    """`{"rows": [...]}` for one agent (None: every row), in chunks; the lines are sent as they are on disk."""
-    chunk = bytearray(b'{"rows":[')
-    first = True
-    for path in files:
-        for line_no, line in iter_lines(path):
-            if agent is not None and _agent_of(path, line_no, line) != agent:
-                continue
-            if not first:
-                chunk += b","
-            chunk += line.rstrip()
-            first = False
-            if len(chunk) >= _CHUNK_BYTES:
-                yield bytes(chunk)
-                chunk.clear()
-    chunk += b"]}"
-    yield bytes(chunk)
-
-
-async def _post_streaming(client: httpx.AsyncClient, url: str, files: Sequence[Path], agent: str,
-                          only_agent: bool, sink: Path) -> None:
-    """POST the agent's rows and stream its JSON answer into `sink`; retries connection failures and 5xx."""
+async def _post_rows(client: aiohttp.ClientSession, url: str, spool: Path, agent_metrics: dict[str, float]) -> Any:
+    """POST the agent's compact rows and return its JSON answer; retries connection failures and 5xx."""
     attempt = 0
     while True:
         attempt += 1
         try:
-            body = _rows_body(files, None if only_agent else agent)
             headers = {"content-type": "application/json"}
-            async with client.stream("POST", url, content=body, headers=headers) as response:
-                if response.status_code >= 400:
-                    text = (await response.aread())[:500].decode(errors="replace")
-                    error = NemoGymError(f"{url} answered HTTP {response.status_code}: {text}")
-                    if response.status_code < 500 or attempt >= _RETRY.max_attempts:
-                        raise error
-                else:
-                    with open(sink, "wb") as out:
-                        async for part in response.aiter_bytes():
-                            out.write(part)
-                    return
-        except httpx.TransportError as exc:
+            async with client.post(url, data=_rows_body(spool, agent_metrics), headers=headers) as response:
+                content = await response.read()
+                if response.status < 400:
+                    try:
+                        return orjson.loads(content)
+                    except orjson.JSONDecodeError:
+                        raise NemoGymError(f"{url} did not answer with JSON: {content[:200]!r}") from None
+                error = NemoGymError(f"{url} answered HTTP {response.status}: {content[:500].decode(errors='replace')}")
+                if response.status < 500 or attempt >= _RETRY.max_attempts:
+                    raise error
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             if attempt >= _RETRY.max_attempts:
                 raise NemoGymError(f"cannot aggregate metrics at {url}: {type(exc).__name__}: {exc}") from None
         await asyncio.sleep(_RETRY.delay(attempt))
 
 
-def _splice_entry(out: BinaryIO, agent: str, answer: Path, url: str) -> None:
-    """Write `{"agent_ref": ..., <the agent's answer fields>}` without parsing the (possibly huge) answer."""
-    with open(answer, "rb") as src:
-        head = src.read(_CHUNK_BYTES).lstrip()
-        if not head.startswith(b"{"):
-            raise NemoGymError(f"{url} did not answer with a JSON object: {head[:200]!r}")
-        rest = head[1:].lstrip()
-        out.write(b'{"agent_ref":' + orjson.dumps({"name": agent}))
-        if not rest.startswith(b"}"):
-            out.write(b",")
-        out.write(rest)
-        while part := src.read(_CHUNK_BYTES):
-            out.write(part)
+def _merged_groups(library: AgentMetrics, answer_groups: Any) -> Iterator[dict[str, Any]]:
+    """The library's per-task statistics with the environment's per-task entries merged in by task index."""
+    extra: dict[Any, dict[str, Any]] = {}
+    for entry in answer_groups if isinstance(answer_groups, list) else []:
+        if isinstance(entry, dict):
+            extra.setdefault(entry.get(TASK_INDEX), {}).update(entry)
+    for group in iter_groups(library.group_columns):
+        group.update(extra.pop(group[TASK_INDEX], {}))
+        yield group
+    yield from extra.values()
 
 
-def _summary(agent: str, answer: Path) -> dict[str, Any]:
-    """`agent_ref` plus the agent's `agent_metrics` and `key_metrics`, read without loading the per-task metrics."""
-    summary: dict[str, Any] = {AGENT_REF: {"name": agent}}
-    decoder = json.JSONDecoder()
-    with open(answer, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        for key in _SUMMARY_KEYS:
-            found = re.compile(rb'"' + key.encode() + rb'"\s*:\s*').search(data)
-            if found is None:
-                continue
-            window = data[found.end():found.end() + _SUMMARY_WINDOW].decode(errors="replace")
-            try:
-                summary[key] = decoder.raw_decode(window)[0]
-            except ValueError:
-                continue
-    return summary
+def _write_entry(out: BinaryIO, agent: str, agent_metrics: dict, key_metrics: dict,
+                 groups: Iterator[dict[str, Any]]) -> None:
+    """One agent's entry, with the per-task list written as it is produced (there can be a million tasks)."""
+    out.write(b'{"agent_ref":' + orjson.dumps({"name": agent}) + b',"agent_metrics":' + orjson.dumps(agent_metrics)
+              + b',"key_metrics":' + orjson.dumps(key_metrics) + b',"group_level_metrics":[')
+    block = bytearray()
+    for i, group in enumerate(groups):
+        if i:
+            block += b","
+        block += orjson.dumps(group)
+        if len(block) >= _CHUNK_BYTES:
+            out.write(block)
+            block.clear()
+    out.write(bytes(block) + b"]}")
 
 
 @dataclass
 class AggregateResult:
     path: Path
     summaries: list[dict[str, Any]]  # per agent: agent_ref, agent_metrics, key_metrics (no per-task metrics)
+    report_path: Path
+    rows: int
+    duplicates: int
+
+
+def _spool_rows(files: Sequence[Path], work: Path, stats: ReadStats,
+                failures: dict[tuple[int, int], tuple[bytes, str, str]]) -> dict[str, AgentColumns]:
+    """One pass over the rows: numeric columns per agent, compact rows spooled per agent, failures that later
+    succeeded forgotten."""
+    columns: dict[str, AgentColumns] = {}
+    spools: dict[str, BinaryIO] = {}
+    try:
+        for line in iter_unique_lines(files, stats):
+            row = orjson.loads(line)
+            agent = _agent_of(row, line)
+            agent_columns = columns.get(agent)
+            if agent_columns is None:
+                agent_columns = columns[agent] = AgentColumns()
+                spools[agent] = open(work / f"{len(spools)}.rows", "wb", buffering=1 << 20)
+            else:
+                spools[agent].write(b",")
+            spools[agent].write(orjson.dumps(agent_columns.add(row)))
+            failures.pop((row[TASK_INDEX], row[ROLLOUT_INDEX]), None)
+    finally:
+        for spool in spools.values():
+            spool.close()
+    return columns
 
 
 async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers: ServerClient,
                              http_timeout_s: float = AGGREGATE_TIMEOUT_S) -> AggregateResult:
-    """POST each agent's rows to its `/aggregate_metrics` and write one entry per agent to `metrics_path`."""
-    counts = count_rows_by_agent(files)
-    if not counts:
-        raise NemoGymError(f"no rollouts to aggregate in {', '.join(map(str, files))}")
-    urls = {agent: await servers.url(agent) for agent in sorted(counts)}
+    """Metrics over the rollouts of `files` (and their failures sidecars) into `metrics_path` and its report."""
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
+    work = metrics_path.with_name(metrics_path.name + ".work")
     tmp = metrics_path.with_name(metrics_path.name + ".tmp")
-    answer = metrics_path.with_name(metrics_path.name + ".answer.tmp")
-    timeout = httpx.Timeout(http_timeout_s, connect=5.0)
-    summaries = []
+    stats = ReadStats()
+    failures = read_failures(files)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
     try:
-        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+        columns = _spool_rows(files, work, stats, failures)
+        if not columns:
+            raise NemoGymError(f"no rollouts to aggregate in {', '.join(map(str, files))}")
+        if stats.duplicates:
+            print(f"warning: dropped {stats.duplicates} duplicate rollouts (identical copies of one key) found in "
+                  f"{', '.join(sorted(stats.duplicate_files))}", file=sys.stderr, flush=True)
+        failed_by_agent: dict[str, Counter] = defaultdict(Counter)
+        for _, agent, failure_class in failures.values():
+            failed_by_agent[agent][failure_class] += 1
+        agents = sorted(columns)
+        spool_of = {agent: work / f"{i}.rows" for i, agent in enumerate(columns)}
+        urls = {agent: await servers.url(agent) for agent in agents}
+        summaries, reports = [], []
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=5.0, sock_read=http_timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as client:
             with open(tmp, "wb") as out:
                 out.write(b"[\n")
-                for i, agent in enumerate(sorted(counts)):
+                for i, agent in enumerate(agents):
+                    print(f"aggregating {columns[agent].rows} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
+                    library = columns.pop(agent).finish(dict(failed_by_agent.get(agent, {})))
                     url = f"{urls[agent]}/aggregate_metrics"
-                    print(f"aggregating {counts[agent]} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
-                    await _post_streaming(client, url, files, agent, len(counts) == 1, answer)
+                    answer = await _post_rows(client, url, spool_of[agent], library.agent_metrics)
+                    if not isinstance(answer, dict):
+                        raise NemoGymError(f"{url} did not answer with a JSON object")
+                    agent_metrics = {**library.agent_metrics, **(answer.get("agent_metrics") or {})}
+                    key_metrics = answer.get("key_metrics") or headline_metrics(agent_metrics)
                     if i:
                         out.write(b",\n")
-                    _splice_entry(out, agent, answer, url)
-                    summaries.append(_summary(agent, answer))
+                    _write_entry(out, agent, agent_metrics, key_metrics,
+                                 _merged_groups(library, answer.get("group_level_metrics")))
+                    summaries.append({AGENT_REF: {"name": agent}, "agent_metrics": agent_metrics,
+                                      "key_metrics": key_metrics})
+                    reports.append(AgentReport(agent, key_metrics, agent_metrics, library.pass_at_k,
+                                               library.reward_histogram, dict(failed_by_agent.get(agent, {}))))
                 out.write(b"\n]\n")
         os.replace(tmp, metrics_path)
     finally:
         tmp.unlink(missing_ok=True)
-        answer.unlink(missing_ok=True)
-    return AggregateResult(metrics_path, summaries)
+        shutil.rmtree(work, ignore_errors=True)
+    notes = [f"{len(files)} rollout file(s): " + ", ".join(map(str, files))]
+    if stats.duplicates:
+        notes.append(f"{stats.duplicates} duplicate rollouts (identical copies) dropped")
+    report = write_report(report_path(metrics_path), reports, metrics_path.name, notes)
+    return AggregateResult(metrics_path, summaries, report, stats.rows, stats.duplicates)
 
 
 @dataclass
 class MergeStats:
     rows: int = 0
     duplicates: int = 0
+    failures: int = 0  # failures still outstanding after the merge (their keys succeeded in no shard)
 
 
 def merge_shards(files: Sequence[Path], dest: Path) -> MergeStats:
-    """Write every rollout of `files` to `dest` once, ordered by key; a key seen again is dropped and counted.
+    """Write every rollout of `files` to `dest` once, ordered by key, and their outstanding failures to its sidecar.
 
-    Holds one small index entry per row (key, file, offset), not the rows.
+    Identical copies of a key are dropped (and counted); differing ones are an error naming both files.
     """
-    index: list[tuple[int, int, int, int]] = []
-    for file_no, path in enumerate(files):
-        offset = 0
-        with open(path, "rb") as file:
-            for line_no, line in enumerate(file, start=1):
-                if line.strip():
-                    key = row_key(line)
-                    if key is None:
-                        raise InputDataError(
-                            f"{path}:{line_no}: not a rollout row (no _ng_task_index/_ng_rollout_index)"
-                        )
-                    index.append((key[0], key[1], file_no, offset))
-                offset += len(line)
-    index.sort()
-    stats = MergeStats()
+    read = ReadStats()
+    failures = read_failures(files)
     tmp = dest.with_name(dest.name + ".tmp")
-    handles = [open(path, "rb") for path in files]
     try:
-        with open(tmp, "wb") as out:
-            previous = None
-            for task, rollout, file_no, offset in index:
-                if (task, rollout) == previous:
-                    stats.duplicates += 1
-                    continue
-                previous = (task, rollout)
-                handles[file_no].seek(offset)
-                line = handles[file_no].readline()
-                out.write(line if line.endswith(b"\n") else line + b"\n")
-                stats.rows += 1
+        with open(tmp, "wb", buffering=1 << 20) as out:
+            for line in iter_unique_lines(files, read):
+                out.write(line)
+                failures.pop(row_key(line), None)
         os.replace(tmp, dest)
     finally:
-        for handle in handles:
-            handle.close()
         tmp.unlink(missing_ok=True)
-    return stats
+    sidecar = failures_sidecar(dest)
+    if failures:
+        with open(sidecar, "wb") as out:
+            for key in sorted(failures):
+                out.write(failures[key][0])
+    else:
+        sidecar.unlink(missing_ok=True)
+    if read.duplicates:
+        print(f"warning: dropped {read.duplicates} duplicate rollouts (identical copies of one key) found in "
+              f"{', '.join(sorted(read.duplicate_files))}", file=sys.stderr, flush=True)
+    return MergeStats(read.rows, read.duplicates, len(failures))

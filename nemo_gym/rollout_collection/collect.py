@@ -13,7 +13,7 @@ from typing import TextIO
 
 from nemo_gym.errors import ConfigError, NemoGymError
 from nemo_gym.http_client import NO_RETRY, HttpClient, RetryPolicy
-from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
+from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, report_path
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
@@ -29,6 +29,7 @@ from nemo_gym.rollout_collection.store import (
     repair_torn_tail,
     scan_done,
 )
+from nemo_gym.rollout_collection.wandb_upload import WandbUploader, require_wandb_login, start_wandb_upload
 from nemo_gym.server.client import ServerClient
 
 AGENT_KIND = "responses_api_agents"
@@ -173,7 +174,7 @@ def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptCo
 
 def _check_paths(config: RolloutCollectionConfig) -> None:
     if config.upload_rollouts_to_wandb:
-        raise ConfigError("+upload_rollouts_to_wandb=true is not available yet; drop it (results stay on disk)")
+        require_wandb_login()
     if Path(config.input_jsonl_fpath).resolve() == config.output_path.resolve():
         raise ConfigError("+output_jsonl_fpath must differ from +input_jsonl_fpath")
 
@@ -191,9 +192,18 @@ async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: Tex
         servers = ServerClient(config.head_server_url, http)
         agent_urls = await _agent_urls(servers)
         state = _prepare(config, set(agent_urls), prompt)
-        summary = await _run(config, state, http, agent_urls, progress_stream)
-        if not config.disable_aggregation:
-            await _aggregate(config, summary, servers)
+        uploader = start_wandb_upload(config) if config.upload_rollouts_to_wandb else None
+        try:
+            summary = await _run(config, state, http, agent_urls, progress_stream, uploader)
+            if not config.disable_aggregation:
+                await _aggregate(config, summary, servers)
+        except BaseException:
+            if uploader:
+                uploader.abort()
+            raise
+        if uploader:
+            uploader.finish(summary.metric_summaries,
+                            [config.aggregate_metrics_fpath, report_path(config.aggregate_metrics_fpath)])
     finally:
         await http.aclose()
     print_summary(summary)
@@ -201,7 +211,7 @@ async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: Tex
 
 
 async def _run(config: RolloutCollectionConfig, state: _RunState, http: HttpClient, agent_urls: dict[str, str],
-               progress_stream: TextIO) -> CollectionSummary:
+               progress_stream: TextIO, uploader: WandbUploader | None = None) -> CollectionSummary:
     plan = state.plan
     progress = Progress(plan.shard_rollouts, min(len(state.done), plan.shard_rollouts), config.progress_interval_s,
                         progress_stream)
@@ -213,6 +223,8 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, http: HttpClie
     )
     failures = AppendFile(config.failures_jsonl_fpath)
     runner = Runner(http, agent_urls, limits, state.output, failures, state.done, state.prior_attempts, progress)
+    if uploader:
+        runner.row_listeners.append(uploader.on_row)
     _say(f"collecting {plan.shard_rollouts - progress.initial} of {plan.shard_rollouts} rollouts "
          f"({config.num_samples_in_parallel} in parallel) into {config.output_path}")
     started = time.monotonic()

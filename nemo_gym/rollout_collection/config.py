@@ -153,6 +153,10 @@ class SharedRolloutCollectionConfig(_FromGlobal):
     responses_create_params: dict[str, Any] = field(default_factory=dict)
     disable_aggregation: bool = False
     upload_rollouts_to_wandb: bool = False
+    wandb_project: str | None = None
+    wandb_name: str | None = None
+    wandb_entity: str | None = None
+    wandb_chunk_rows: int = 500  # rollouts per W&B table chunk, logged as soon as they are written
     limit: int | None = None
     num_repeats: int | dict[str, Any] | None = None
     num_repeats_add_seed: bool = False
@@ -169,6 +173,8 @@ class SharedRolloutCollectionConfig(_FromGlobal):
     head_server_url: str = "http://127.0.0.1:11000"  # default: from head_server.host/port, as ng_run uses them
 
     def validate(self) -> None:
+        if self.output_path.is_dir():
+            raise ConfigError(f"+output_jsonl_fpath={self.output_jsonl_fpath} is a directory; name a .jsonl file")
         if self.num_samples_in_parallel < 1:
             raise ConfigError(f"+num_samples_in_parallel must be at least 1, got {self.num_samples_in_parallel}")
         if self.limit is not None and self.limit < 1:
@@ -182,6 +188,9 @@ class SharedRolloutCollectionConfig(_FromGlobal):
         if self.retry_backoff_s < 0:
             raise ConfigError(f"+retry_backoff_s must not be negative, got {self.retry_backoff_s}")
         self.repeats_for("")  # checks the repeats setting
+        if self.upload_rollouts_to_wandb and not self.wandb_project:
+            raise ConfigError("+upload_rollouts_to_wandb=true needs +wandb_project=... (and optionally +wandb_name, "
+                              "+wandb_entity)")
         shards, index = self.shard()
         if shards < 1:
             raise ConfigError(f"+num_shards must be at least 1, got {shards}")

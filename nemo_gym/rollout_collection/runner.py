@@ -10,7 +10,7 @@ import asyncio
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Coroutine, Iterator, TypeVar
+from typing import Any, Callable, Coroutine, Iterator, TypeVar
 
 import orjson
 import uvloop
@@ -86,6 +86,8 @@ class Runner:
         self.prior_attempts = prior_attempts
         self.progress = progress
         self.stats = RunStats()
+        # Called with each committed rollout row (e.g. the W&B upload); it must not block the event loop for long.
+        self.row_listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def pending(self, lines: Iterator[bytes]) -> Iterator[tuple[tuple[int, int], bytes]]:
         """The materialized rows still to run: not done, and with attempts left across runs."""
@@ -146,6 +148,8 @@ class Runner:
         self.done.add(*key)
         self.stats.succeeded += 1
         self.progress.record_success(reward)
+        for listener in self.row_listeners:
+            listener(out)
 
     def _fail(self, key: tuple[int, int], row: dict[str, Any], error: RequestFailed, attempts: int) -> None:
         failure_class = _failure_class(error)

@@ -124,6 +124,10 @@ class BaseServer:
             http="httptools",
             log_config=None,
             access_log=False,
+            # Servers talk to each other over loopback: no forwarding proxy to trust, and its middleware costs
+            # CPU on every request.
+            proxy_headers=False,
+            server_header=False,
             backlog=4096,
             timeout_keep_alive=60,
             timeout_graceful_shutdown=5,

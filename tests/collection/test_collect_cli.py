@@ -62,14 +62,6 @@ def test_unreachable_head_server_fails_fast(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
-def test_wandb_upload_is_refused_until_available(collection_stack: CollectionStack, tmp_path: Path) -> None:
-    inputs = write_rows(tmp_path / "in.jsonl", 3)
-    result = run_cli("collect", collection_stack.args(
-        "+agent_name=agent_a", f"+input_jsonl_fpath={inputs}", f"+output_jsonl_fpath={tmp_path}/r.jsonl",
-        "+upload_rollouts_to_wandb=true"), tmp_path)
-    assert result.returncode == 2 and "not available yet" in result.stderr
-
-
 def _bad_input_cases(tmp_path: Path) -> list[tuple[bytes, list[str], str]]:
     good = orjson.dumps({"responses_create_params": {"input": "x"}})
     (tmp_path / "prompt.yaml").write_text("user: 'Q: {q}'\n")

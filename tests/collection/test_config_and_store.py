@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from nemo_gym.config import load_global_config
-from nemo_gym.errors import ConfigError, NemoGymError
+from nemo_gym.errors import ConfigError, InputDataError, NemoGymError
 from nemo_gym.rollout_collection import RolloutCollectionConfig, _expand_input_glob, merge_shards
 from nemo_gym.rollout_collection.keys import KeySet, keyed, row_key
 from nemo_gym.rollout_collection.manifest import changed_fields
@@ -126,11 +126,20 @@ def test_expand_input_glob(tmp_path: Path) -> None:
     assert found == [str(tmp_path / n) for n in ("a/1.jsonl", "a/2.jsonl", "b/3.jsonl")]
 
 
-def test_merge_shards_orders_by_key_and_drops_duplicates(tmp_path: Path) -> None:
+def test_merge_shards_orders_by_key_and_drops_identical_duplicates(tmp_path: Path) -> None:
     one, two = tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"
-    one.write_bytes(b"".join(orjson.dumps(keyed(t, 0, {"s": 0})) + b"\n" for t in (4, 0, 2)))
-    two.write_bytes(b"".join(orjson.dumps(keyed(t, 0, {"s": 1})) + b"\n" for t in (3, 1, 2)))
+    one.write_bytes(b"".join(orjson.dumps(keyed(t, 0, {"s": t})) + b"\n" for t in (4, 0, 2)))
+    two.write_bytes(b"".join(orjson.dumps(keyed(t, 0, {"s": t})) + b"\n" for t in (3, 1, 2)))
     stats = merge_shards([one, two], tmp_path / "all.jsonl")
     rows = [orjson.loads(line) for line in (tmp_path / "all.jsonl").read_bytes().splitlines()]
-    assert [r["_ng_task_index"] for r in rows] == [0, 1, 2, 3, 4] and rows[2]["s"] == 0
+    assert [r["_ng_task_index"] for r in rows] == [0, 1, 2, 3, 4]
     assert (stats.rows, stats.duplicates) == (5, 1)
+
+
+def test_merge_shards_refuses_conflicting_duplicates_naming_both_files(tmp_path: Path) -> None:
+    one, two = tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"
+    one.write_bytes(orjson.dumps(keyed(2, 0, {"s": 0})) + b"\n")
+    two.write_bytes(orjson.dumps(keyed(2, 0, {"s": 1})) + b"\n")
+    with pytest.raises(InputDataError) as err:
+        merge_shards([one, two], tmp_path / "all.jsonl")
+    assert "s0.jsonl" in str(err.value) and "s1.jsonl" in str(err.value)

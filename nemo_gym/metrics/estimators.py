@@ -1,0 +1,86 @@
+"""Statistical estimators over per-task rollout counts: pass@k, majority@k and a bootstrap confidence interval.
+
+Everything works on per-task arrays (rollouts `n`, correct `c`) so that tasks may have different numbers of
+rollouts — after infrastructure failures some tasks have fewer — without biasing the result: each task uses its own
+`n`, and a task with fewer than `k` rollouts cannot estimate pass@k at all, so it is left out of that k (the count
+of tasks used is reported next to each value).
+"""
+
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 0
+# Above this many distinct (task sum, task count) pairs the bootstrap resamples task indices instead of categories.
+_CATEGORY_LIMIT = 4096
+_RESAMPLE_BLOCK = 4_000_000  # indices drawn per block, to bound the bootstrap's memory
+
+
+def k_ladder(max_n: int) -> list[int]:
+    """1, 2, 4, ... up to `max_n`, plus `max_n` itself: the k values worth reporting for `max_n` rollouts per task."""
+    ks = []
+    k = 1
+    while k <= max_n:
+        ks.append(k)
+        k *= 2
+    if max_n >= 1 and ks[-1] != max_n:
+        ks.append(max_n)
+    return ks
+
+
+def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
+    """Per task, the unbiased estimate 1 - C(n-c, k) / C(n, k) of "at least one of k samples is correct".
+
+    Only defined where n >= k; other tasks get NaN. The ratio of binomials is evaluated as the product
+    prod_{i<k} (n-c-i)/(n-i), which never overflows (C(1000, 500) does not fit a float).
+    """
+    n = n.astype(np.float64)
+    c = c.astype(np.float64)
+    ratio = np.ones_like(n)
+    for i in range(k):
+        ratio *= np.where(n - c - i > 0, (n - c - i) / np.maximum(n - i, 1), 0.0)
+    return np.where(n >= k, 1.0 - ratio, np.nan)
+
+
+def majority_vote(answers: Sequence[int], rewards: Sequence[float]) -> float:
+    """The reward of the most frequent answer (-1 = no answer, which never wins); ties go to the answer seen first.
+
+    An answer's reward is the mean reward of the rollouts that gave it (the same answer can be scored differently
+    only by a verifier that looks past the extracted answer). No answer at all scores 0.
+    """
+    votes = Counter(a for a in answers if a >= 0)
+    if not votes:
+        return 0.0
+    best = max(votes.values())
+    winner = next(a for a in answers if a >= 0 and votes[a] == best)
+    scores = [r for a, r in zip(answers, rewards) if a == winner]
+    return sum(scores) / len(scores)
+
+
+def bootstrap_ci(task_sums: np.ndarray, task_counts: np.ndarray, level: float = 0.95,
+                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean reward, resampling whole tasks (a cluster bootstrap).
+
+    Tasks, not rollouts, are resampled because rollouts of one task are correlated: resampling rollouts would
+    understate the uncertainty. A fixed seed makes the interval, and so the metrics file, reproducible.
+    Resampling tasks is the same as drawing a multinomial over the distinct (sum, count) pairs, which for 0/1
+    rewards are few: that path costs O(pairs) per resample instead of O(tasks), and gives the same distribution.
+    """
+    rng = np.random.default_rng(seed)
+    tasks = len(task_sums)
+    pairs, weights = np.unique(np.stack([task_sums, task_counts.astype(np.float64)]), axis=1, return_counts=True)
+    if pairs.shape[1] <= _CATEGORY_LIMIT:
+        draws = rng.multinomial(tasks, weights / tasks, size=resamples)
+        means = (draws @ pairs[0]) / (draws @ pairs[1])
+    else:
+        means = np.empty(resamples)
+        block = max(1, _RESAMPLE_BLOCK // tasks)
+        for start in range(0, resamples, block):
+            size = min(block, resamples - start)
+            picks = rng.integers(0, tasks, size=(size, tasks))
+            means[start:start + size] = task_sums[picks].sum(axis=1) / task_counts[picks].sum(axis=1)
+    alpha = (1.0 - level) / 2
+    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return float(low), float(high)

@@ -1,0 +1,109 @@
+"""pass@k, majority@k, the bootstrap interval and the per-agent/per-task statistics, against brute force."""
+
+import itertools
+import math
+import statistics
+
+import numpy as np
+import pytest
+
+from nemo_gym.metrics import AgentColumns, bootstrap_ci, iter_groups, k_ladder, majority_vote, pass_at_k
+
+
+def _brute_pass_at_k(n: int, c: int, k: int) -> float:
+    outcomes = [1] * c + [0] * (n - c)
+    subsets = list(itertools.combinations(outcomes, k))
+    return sum(any(s) for s in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
+def test_pass_at_k_matches_enumeration(n: int) -> None:
+    for c in range(n + 1):
+        for k in range(1, n + 1):
+            got = pass_at_k(np.array([n]), np.array([c]), k)[0]
+            assert got == pytest.approx(_brute_pass_at_k(n, c, k), abs=1e-12), (n, c, k)
+
+
+def test_pass_at_k_is_undefined_below_k_and_stable_for_large_n() -> None:
+    assert math.isnan(pass_at_k(np.array([2]), np.array([1]), 4)[0])
+    assert pass_at_k(np.array([1000]), np.array([1]), 500)[0] == pytest.approx(0.5)
+
+
+def test_k_ladder() -> None:
+    assert k_ladder(1) == [1] and k_ladder(4) == [1, 2, 4] and k_ladder(6) == [1, 2, 4, 6]
+
+
+def _columns(rows: list[dict]) -> AgentColumns:
+    columns = AgentColumns()
+    for row in sorted(rows, key=lambda r: (r["_ng_task_index"], r["_ng_rollout_index"])):
+        columns.add(row)
+    return columns
+
+
+def test_unequal_rollouts_per_task_use_each_tasks_own_n() -> None:
+    # Task 0: 4 rollouts (1 correct), task 1: 2 rollouts (2 correct), task 2: 1 rollout (0 correct; failures ate 3).
+    rewards = {0: [1, 0, 0, 0], 1: [1, 1], 2: [0]}
+    rows = [{"_ng_task_index": t, "_ng_rollout_index": i, "reward": float(r)}
+            for t, rs in rewards.items() for i, r in enumerate(rs)]
+    metrics = _columns(rows).finish().agent_metrics
+    assert metrics["pass@1"] == pytest.approx((1 / 4 + 1 + 0) / 3)
+    assert metrics["pass@2"] == pytest.approx((_brute_pass_at_k(4, 1, 2) + 1) / 2)  # task 2 cannot estimate k=2
+    assert metrics["pass@2/num_tasks"] == 2 and metrics["pass@4/num_tasks"] == 1
+    assert metrics["pass@4"] == pytest.approx(1.0)
+    assert metrics["pass@1[avg-of-4]"] == pytest.approx((1 / 4 + 1 + 0) / 3)
+    assert metrics["mean/reward"] == pytest.approx(3 / 7)  # per rollout, unlike the per-task averages above
+
+
+def test_agent_and_task_statistics_match_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    rows = [{"_ng_task_index": t, "_ng_rollout_index": r, "reward": float(rng.integers(0, 2)),
+             "tokens": int(rng.integers(1, 100)), "flag": bool(rng.integers(0, 2)), "text": "x" * 300,
+             "nested": {"a": 1}} for t in range(7) for r in range(5)]
+    del rows[3]["tokens"]  # a field missing from one row is missing, not zero
+    result = _columns(rows).finish()
+    tokens = [r["tokens"] for r in rows if "tokens" in r]
+    m = result.agent_metrics
+    assert m["median/tokens"] == statistics.median(tokens) and m["mean/tokens"] == pytest.approx(np.mean(tokens))
+    assert m["std/tokens"] == pytest.approx(np.std(tokens)) and m["max/flag"] in (0.0, 1.0)
+    assert not any("text" in k or "nested" in k for k in m)
+    groups = list(iter_groups(result.group_columns))
+    assert [g["_ng_task_index"] for g in groups] == list(range(7))
+    for group in groups:
+        values = [r["tokens"] for r in rows if r["_ng_task_index"] == group["_ng_task_index"] and "tokens" in r]
+        assert group["median/tokens"] == statistics.median(values)
+        assert (group["min/tokens"], group["max/tokens"]) == (min(values), max(values))
+        assert group["std/tokens"] == pytest.approx(np.std(values))
+        assert group["num_rollouts"] == 5
+
+
+def test_compact_row_keeps_scalars_only() -> None:
+    compact = AgentColumns().add({"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 1.0, "label": "a",
+                                  "extracted_answer": None, "response": {"output": []}, "long": "y" * 1000})
+    assert compact == {"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 1.0, "label": "a",
+                       "extracted_answer": None}
+
+
+def test_majority_at_k() -> None:
+    assert majority_vote([3, 3, 5], [1.0, 1.0, 0.0]) == 1.0
+    assert majority_vote([5, 3, 3, 5], [0.0, 1.0, 1.0, 0.0]) == 0.0  # tie: the answer seen first wins
+    assert majority_vote([-1, -1], [0.0, 0.0]) == 0.0
+    rows = [{"_ng_task_index": 0, "_ng_rollout_index": i, "reward": float(a == "7"), "extracted_answer": a}
+            for i, a in enumerate(["7", "8", "8", "7"])]
+    rows += [{"_ng_task_index": 1, "_ng_rollout_index": i, "reward": float(a == "2"), "extracted_answer": a}
+             for i, a in enumerate(["2", "2", None, "3"])]
+    metrics = _columns(rows).finish().agent_metrics
+    assert metrics["majority@2"] == pytest.approx((1.0 + 1.0) / 2)  # first 2: ["7","8"] tie -> "7"; ["2","2"]
+    assert metrics["majority@4"] == pytest.approx((1.0 + 1.0) / 2)  # ["7","8","8","7"] tie -> "7"
+
+
+def test_bootstrap_is_reproducible_and_covers_the_mean() -> None:
+    rng = np.random.default_rng(0)
+    counts = np.full(500, 4)
+    sums = rng.binomial(4, 0.3, size=500).astype(float)
+    first, second = bootstrap_ci(sums, counts), bootstrap_ci(sums, counts)
+    assert first == second and first != bootstrap_ci(sums, counts, seed=1)
+    mean = sums.sum() / counts.sum()
+    assert first[0] < mean < first[1] and first[1] - first[0] < 0.1
+    # Continuous rewards take the resampling path; its interval is just as reproducible.
+    floats = rng.random(5000) * 4
+    assert bootstrap_ci(floats, np.full(5000, 4)) == bootstrap_ci(floats, np.full(5000, 4))
