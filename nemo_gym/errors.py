@@ -5,6 +5,11 @@ as one line and exits non-zero instead of showing a traceback.
 """
 
 
+def one_line(text: object) -> str:
+    """Collapse a multi-line message (e.g. PyYAML's) so a CLI error stays one line."""
+    return " ".join(str(text).split())
+
+
 class NemoGymError(Exception):
     """An error caused by the user's input, with a message that says what to fix."""
 

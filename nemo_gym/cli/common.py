@@ -1,5 +1,6 @@
 """What every console script shares: one-line errors and a non-zero exit instead of tracebacks."""
 
+import signal
 import sys
 from typing import Callable
 
@@ -16,6 +17,21 @@ def run_cli(main: Callable[[list[str]], int | None]) -> None:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     sys.exit(code or 0)
+
+
+def _sigterm_as_sigint(signum: int, frame: object) -> None:
+    signal.raise_signal(signal.SIGINT)
+
+
+def stop_on_sigterm_like_ctrl_c() -> None:
+    """Make SIGTERM (scancel, SLURM preemption) stop the command exactly like Ctrl-C.
+
+    SIGTERM is re-raised as SIGINT so asyncio's Runner cancels the run: a KeyboardInterrupt raised inside a uvloop
+    transport callback would be swallowed there and the run would go on. SIGINT is (re)armed as well, since a shell
+    starts background jobs with it ignored, and an ignored SIGINT would then make SIGTERM a no-op.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _sigterm_as_sigint)
 
 
 def print_table(rows: list[dict[str, str]], columns: list[str]) -> None:

@@ -7,9 +7,7 @@ of one split, aggregate metrics, and stop the servers.
 Exit status as ng_collect_rollouts.
 """
 
-import signal
-
-from nemo_gym.cli.common import run_cli
+from nemo_gym.cli.common import run_cli, stop_on_sigterm_like_ctrl_c
 from nemo_gym.config import load_global_config
 from nemo_gym.rollout_collection import E2ERolloutCollectionConfig, e2e_collect_rollouts
 
@@ -18,7 +16,7 @@ def main_args(argv: list[str]) -> int:
     global_config = load_global_config(argv)
     config = E2ERolloutCollectionConfig.from_global(global_config)
     # SIGTERM (e.g. scancel) takes the same path as Ctrl-C, so the servers are stopped on the way out.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stop_on_sigterm_like_ctrl_c()
     return 0 if e2e_collect_rollouts(config, global_config).ok else 1
 
 

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from nemo_gym.config.servers import ServerSpec, parse_server_tree
-from nemo_gym.errors import ConfigError
+from nemo_gym.errors import ConfigError, one_line
 
 ENV_YAML = "env.yaml"
 COMMAND_LINE = "the command line"
@@ -114,7 +114,7 @@ def _load_yaml(name: str, file: Path) -> ConfigSource:
     try:
         cfg = OmegaConf.load(file)
     except (yaml.YAMLError, OmegaConfBaseException) as exc:
-        raise ConfigError(f"{name}: invalid YAML: {' '.join(str(exc).split())}") from None
+        raise ConfigError(f"{name}: invalid YAML: {one_line(exc)}") from None
     if not isinstance(cfg, DictConfig):
         raise ConfigError(f"{name}: top level must be a mapping")
     return ConfigSource(name, cfg, file)

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from nemo_gym.errors import ConfigError
+from nemo_gym.errors import ConfigError, one_line
 
 _ROLES = ("system", "user")
 
@@ -37,7 +37,7 @@ def load_prompt_config(path: str) -> PromptConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"+prompt_config {path}: invalid YAML: {exc}") from None
+        raise ConfigError(f"+prompt_config {path}: invalid YAML: {one_line(exc)}") from None
     if not isinstance(data, dict) or not isinstance(data.get("user"), str):
         raise ConfigError(f"+prompt_config {path}: needs a 'user' template string (and optionally 'system')")
     unknown = sorted(set(data) - set(_ROLES))
