@@ -4,6 +4,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+def submission_path(run_dir: Path) -> Path:
+    """The run's submission record; it also holds the shard count the rest of the layout needs."""
+    return run_dir / "slurm" / "submission.json"
+
+
 @dataclass(frozen=True)
 class RunLayout:
     """The files under one run directory.
@@ -33,7 +38,7 @@ class RunLayout:
 
     @property
     def submission(self) -> Path:
-        return self.slurm_dir / "submission.json"
+        return submission_path(self.run_dir)
 
     @property
     def collect_script(self) -> Path:
@@ -64,9 +69,6 @@ class RunLayout:
 
     def done_marker(self, shard: int) -> Path:
         return self.slurm_dir / f"shard{shard}.done"
-
-    def shard_log(self, shard: int) -> Path:
-        return self.logs_dir / f"shard{shard}.log"
 
     def incomplete_shards(self) -> list[int]:
         return [i for i in range(self.num_shards) if not self.done_marker(i).is_file()]

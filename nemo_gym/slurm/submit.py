@@ -31,7 +31,7 @@ from nemo_gym.config.loader import parse_overrides
 from nemo_gym.config.redact import is_secret_key
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.errors import ConfigError, NemoGymError
-from nemo_gym.slurm.layout import RunLayout
+from nemo_gym.slurm.layout import RunLayout, submission_path
 from nemo_gym.slurm.templates import (
     AGGREGATE_TEMPLATE,
     COLLECT_TEMPLATE,
@@ -126,14 +126,12 @@ class SubmitRequest:
     num_shards: int | None
     resume: bool
     slurm: SlurmSettings
-    config_paths: list[str] | None  # None: ng_run reads them from env.yaml
     forwarded: list[str]  # override strings for ng_run and ng_collect_rollouts, as the user wrote them
 
 
 def parse_request(argv: list[str]) -> SubmitRequest:
     own = OmegaConf.create({})
     forwarded: list[str] = []
-    config_paths = None
     for token in argv:
         ((key, value),) = parse_overrides([token])
         top = key.split(".")[0]
@@ -145,8 +143,6 @@ def parse_request(argv: list[str]) -> SubmitRequest:
             if is_secret_key(key):
                 print(f"warning: +{key} is copied into the job scripts (which Slurm keeps); "
                       f"put secrets in env.yaml in the working directory instead", file=sys.stderr)
-            if top == "config_paths":
-                config_paths = [str(p) for p in value] if isinstance(value, list) else [str(value)]
             forwarded.append(token)
     values = OmegaConf.to_container(own)
     if not values.get("run_dir"):
@@ -162,7 +158,6 @@ def parse_request(argv: list[str]) -> SubmitRequest:
         num_shards=num_shards,
         resume=resume,
         slurm=SlurmSettings.from_mapping(values.get("slurm") or {}),
-        config_paths=config_paths,
         forwarded=forwarded,
     )
 
@@ -298,10 +293,10 @@ def _submit(layout: RunLayout, shards: list[int], record: dict[str, Any], dry_ru
         dependency = f"--dependency={record['dependency']}:{entry['collect_job_id']}"
         dependency_args = [dependency, "--kill-on-invalid-dep=yes"]
     entry["aggregate_job_id"] = _sbatch([*dependency_args, str(layout.aggregate_script)], dry_run)
+    verb = "would submit" if dry_run else "submitted"
     if shards:
-        print(f"submitted collect array {entry['collect_job_id']} (shards {array}) "
-              f"-> logs {layout.logs_dir}/shard<i>.log")
-    print(f"submitted aggregate job {entry['aggregate_job_id']} -> {layout.merged_output}, "
+        print(f"{verb} collect array {entry['collect_job_id']} (shards {array}) -> logs {layout.logs_dir}/shard<i>.log")
+    print(f"{verb} aggregate job {entry['aggregate_job_id']} -> {layout.merged_output}, "
           f"log {layout.logs_dir}/aggregate.log")
     if not dry_run:
         record["submissions"].append(entry)
@@ -340,7 +335,7 @@ def submit_resume(request: SubmitRequest) -> dict[str, Any] | None:
     only_dry_run = SlurmSettings(dry_run=request.slurm.dry_run)
     if request.forwarded or request.num_shards is not None or request.slurm != only_dry_run:
         raise ConfigError("+resume=true takes only +run_dir (and +slurm.dry_run): the run's scripts hold the rest")
-    submission = request.run_dir / "slurm" / "submission.json"
+    submission = submission_path(request.run_dir)
     if not submission.is_file():
         raise SubmitError(f"nothing to resume: {submission} does not exist")
     record = orjson.loads(submission.read_bytes())

@@ -35,20 +35,35 @@ trap 'ng_on_term SIGTERM' TERM
 trap 'ng_on_term SIGINT' INT
 
 # ng_start_servers LOG_DIR ARGS...: start `ng_run ARGS` on a free head port in the background and wait until every
-# server is healthy. Sets NG_RUN_PID and NG_HEAD_PORT.
+# server is healthy. Sets NG_RUN_PID and NG_HEAD_PORT. Free ports are picked before they are bound, so on a node
+# shared with other jobs one can be taken in between: that start is retried on new ports.
 ng_start_servers() {
-  local log_dir="$1" waited=0
+  local log_dir="$1" attempt
   shift
   mkdir -p "$log_dir"
+  for attempt in 1 2 3; do
+    ng_try_start_servers "$log_dir" "$@" && return 0
+    grep -qrsi "already in use" "$log_dir" || break
+    ng_log "a port was taken while ng_run started (attempt $attempt); retrying on new ports"
+  done
+  ng_log "ng_run exited during start-up; last lines of $log_dir/ng_run.log:"
+  tail -n 30 "$log_dir/ng_run.log"
+  exit 1
+}
+
+ng_try_start_servers() {
+  local log_dir="$1" waited=0
+  shift
   NG_HEAD_PORT="$(ng_free_port)"
   ng_log "starting servers: ng_run on head port $NG_HEAD_PORT (logs in $log_dir)"
-  ng_run "$@" "+head_server.port=$NG_HEAD_PORT" "+log_dir=$log_dir/servers" >"$log_dir/ng_run.log" 2>&1 &
+  echo "[ng_slurm] ng_run on head port $NG_HEAD_PORT" >>"$log_dir/ng_run.log"
+  ng_run "$@" "+head_server.port=$NG_HEAD_PORT" "+log_dir=$log_dir/servers" >>"$log_dir/ng_run.log" 2>&1 &
   NG_RUN_PID=$!
   until grep -q "all servers healthy" "$log_dir/ng_run.log"; do
     if ! kill -0 "$NG_RUN_PID" 2>/dev/null; then
-      ng_log "ng_run exited during start-up; last lines of $log_dir/ng_run.log:"
-      tail -n 30 "$log_dir/ng_run.log"
-      exit 1
+      wait "$NG_RUN_PID"
+      NG_RUN_PID=
+      return 1
     fi
     if ((waited >= NG_STARTUP_TIMEOUT_S)); then
       ng_log "servers not healthy after ${NG_STARTUP_TIMEOUT_S} s; see $log_dir"

@@ -1,6 +1,7 @@
 """ng_slurm_submit's rendering and checks, and the aggregate job's shard gate: no Slurm needed."""
 
 import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -8,7 +9,7 @@ import pytest
 
 from nemo_gym.errors import ConfigError
 from nemo_gym.slurm import submit, summary
-from nemo_gym.slurm.templates import render
+from nemo_gym.slurm.templates import DEFAULT_TEMPLATES_DIR, render
 from tests.slurm.util import make_workdir, stub_args
 
 
@@ -65,3 +66,22 @@ def test_summary_gates_incomplete_shards_and_checks_the_merge(tmp_path: Path) ->
     assert "1 duplicate keys" in orjson.loads((tmp_path / "summary.json").read_bytes())["problems"][0]
     (tmp_path / "rollouts.jsonl").write_bytes(merged)
     assert summary.main([*args, "--write", str(tmp_path / "summary.json")]) == 0
+
+
+def test_server_start_retries_when_a_port_was_taken(tmp_path: Path) -> None:
+    # A stand-in ng_run: the first start finds its port taken, the second comes up and stays until stopped.
+    fake = tmp_path / "bin" / "ng_run"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        f"if [[ ! -e {tmp_path}/tried ]]; then touch {tmp_path}/tried; echo 'port 1 is already in use'; exit 2; fi\n"
+        "echo 'all servers healthy'; exec sleep 30\n"
+    )
+    fake.chmod(0o755)
+    script = (
+        f"NG_PYTHON={sys.executable}; NG_STARTUP_TIMEOUT_S=10; PATH={fake.parent}:$PATH\n"
+        f"source {DEFAULT_TEMPLATES_DIR / 'common.sh'}\n"
+        f"ng_start_servers {tmp_path / 'logs'} +x=1 && ng_stop_servers && echo started-and-stopped\n"
+    )
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert "retrying on new ports" in done.stdout and "started-and-stopped" in done.stdout, done.stdout + done.stderr

@@ -55,12 +55,16 @@ def make_workdir(path: Path, base_url: str, model_name: str, rows: int, seed: in
     return path
 
 
-def submit(jobs: set[str], workdir: Path, *args: str) -> dict:
-    """Run ng_slurm_submit in `workdir`, add its job ids to `jobs`, and return the run's submission record."""
-    done = subprocess.run(
+def ng_slurm_submit(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, "-m", "nemo_gym.slurm.submit", *args], cwd=workdir, capture_output=True, text=True,
         timeout=60,
     )
+
+
+def submit(jobs: set[str], workdir: Path, *args: str) -> dict:
+    """Run ng_slurm_submit in `workdir`, add its job ids to `jobs`, and return the run's submission record."""
+    done = ng_slurm_submit(workdir, *args)
     assert done.returncode == 0, f"ng_slurm_submit failed:\n{done.stdout}\n{done.stderr}"
     run_dir = next(a.split("=", 1)[1] for a in args if a.startswith("+run_dir="))
     record = orjson.loads((workdir / run_dir / "slurm" / "submission.json").read_bytes())

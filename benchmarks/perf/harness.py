@@ -1,0 +1,155 @@
+"""What every benchmark needs: a real `ng_run` stack in a scratch folder, input rows, and the real collector run in
+a subprocess of its own so that its peak RSS and CPU are its own."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+import psutil
+import yaml
+
+from nemo_gym.server.supervisor import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STUB_CHAT = REPO_ROOT / "benchmarks" / "perf" / "stub_chat.py"
+FAULT_AGENT = REPO_ROOT / "tests" / "collection" / "apps" / "fault_agent.py"
+WEATHER_AGENT = "example_single_tool_call_simple_agent"
+CITIES = ("Paris", "Tokyo", "New York", "Sydney", "Cairo", "Lima")
+RESULT_PREFIX = "BENCH_RESULT "
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _env() -> dict[str, str]:
+    # An existing PYTHONPATH goes first, so another checkout of nemo_gym can be measured with these benchmarks.
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p)
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+def weather_row(i: int, tools: bool = True, max_output_tokens: int | None = None) -> dict[str, Any]:
+    city = CITIES[i % len(CITIES)]
+    params: dict[str, Any] = {"input": [{"role": "user", "content": f"What's the weather in {city}?"}]}
+    if tools:
+        params["tools"] = [{
+            "type": "function", "name": "get_weather", "description": "Get the current weather in a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        }]
+    if max_output_tokens is not None:
+        params.update(max_output_tokens=max_output_tokens, temperature=0.0)
+    return {"responses_create_params": params, "expected_city": city}
+
+
+def write_rows(path: Path, n: int, **kwargs: Any) -> Path:
+    with open(path, "wb") as out:
+        for i in range(n):
+            out.write(orjson.dumps(weather_row(i, **kwargs), option=orjson.OPT_APPEND_NEWLINE))
+    return path
+
+
+class Stack:
+    def __init__(self, popen: subprocess.Popen, head_port: int, workdir: Path) -> None:
+        self.popen = popen
+        self.head_port = head_port
+        self.head_url = f"http://127.0.0.1:{head_port}"
+        self.workdir = workdir
+
+    def cpu_s(self) -> float:
+        """CPU seconds used so far by ng_run and every server it started: a figure that other load does not skew."""
+        root = psutil.Process(self.popen.pid)
+        total = 0.0
+        for proc in (root, *root.children(recursive=True)):
+            try:
+                times = proc.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += times.user + times.system
+        return total
+
+
+@contextmanager
+def ng_run(workdir: Path, config: dict[str, Any], config_paths: tuple[str, ...] = (), overrides: tuple[str, ...] = (),
+           timeout_s: float = 180.0) -> Iterator[Stack]:
+    """Start `ng_run` with `config` (plus repo config files) in `workdir`; yield once every server is healthy."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    bench_yaml = workdir / "bench.yaml"
+    bench_yaml.write_text(yaml.safe_dump(config))
+    paths = ",".join([*(str(REPO_ROOT / p) for p in config_paths), str(bench_yaml)])
+    head_port = free_port()
+    log_path = workdir / "ng_run.log"
+    with open(log_path, "wb") as log:
+        popen = subprocess.Popen(
+            [sys.executable, "-c", "from nemo_gym.cli.run import main; main()", f"+config_paths=[{paths}]",
+             f"+head_server.port={head_port}", *overrides],
+            cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=_env(),
+        )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while b"all servers healthy" not in log_path.read_bytes():
+            if popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"ng_run did not come up:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield Stack(popen, head_port, workdir)
+    finally:
+        if popen.poll() is None:
+            popen.send_signal(signal.SIGTERM)
+            try:
+                popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+
+
+@contextmanager
+def weather_stack(workdir: Path, model_base_url: str | None = None, model_name: str = "stub") -> Iterator[Stack]:
+    """simple_agent + the weather environment + vllm_model, in front of `model_base_url` or of the instant stub."""
+    config: dict[str, Any] = {}
+    if model_base_url is None:
+        stub_port = free_port()
+        config["stub_chat"] = {"responses_api_models": {"stub_chat": {"entrypoint": str(STUB_CHAT), "port": stub_port}}}
+        model_base_url = f"http://127.0.0.1:{stub_port}/v1"
+    overrides = (f"+policy_base_url={model_base_url}", "+policy_api_key=none", f"+policy_model_name={model_name}")
+    with ng_run(workdir, config, ("configs/example_single_tool_call.yaml", "configs/vllm_model.yaml"), overrides) as s:
+        yield s
+
+
+@contextmanager
+def instant_agent_stack(workdir: Path) -> Iterator[Stack]:
+    """One instance of the tests' instant agent: measures the collector alone."""
+    config = {"instant_agent": {"responses_api_agents": {"fault_agent": {"entrypoint": str(FAULT_AGENT)}}}}
+    with ng_run(workdir, config) as stack:
+        yield stack
+
+
+def run_collector(stack: Stack, input_path: Path, output_path: Path, agent: str, concurrency: int,
+                  *extra: str, timeout_s: float = 1800.0) -> dict[str, Any]:
+    """Run the real collector in a subprocess; its summary, wall time, peak RSS (ru_maxrss) and the CPU time per
+    rollout of the collector plus all servers."""
+    args = [
+        f"+head_server_url={stack.head_url}", f"+agent_name={agent}", f"+input_jsonl_fpath={input_path}",
+        f"+output_jsonl_fpath={output_path}", f"+num_samples_in_parallel={concurrency}", "+disable_aggregation=true",
+        *extra,
+    ]
+    log_path = output_path.with_suffix(".collector.log")
+    started, servers_cpu = time.monotonic(), stack.cpu_s()
+    with open(log_path, "wb") as log:
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchmarks.perf.collector", *args],
+            cwd=stack.workdir, stdout=subprocess.PIPE, stderr=log, env=_env(), timeout=timeout_s,
+        )
+    wall, servers_cpu = time.monotonic() - started, stack.cpu_s() - servers_cpu
+    lines = [line for line in proc.stdout.decode().splitlines() if line.startswith(RESULT_PREFIX)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"collector failed ({proc.returncode}):\n{proc.stdout.decode()[-2000:]}\n"
+                           f"{log_path.read_text()[-2000:]}")
+    result = json.loads(lines[-1][len(RESULT_PREFIX):])
+    rollouts = max(1, result["succeeded"] + result["failed"])
+    cpu_ms = 1000 * (servers_cpu + result.pop("cpu_s")) / rollouts
+    return {**result, "wall_s": round(wall, 2), "cpu_ms_per_rollout": round(cpu_ms, 3)}

@@ -1,0 +1,95 @@
+"""httpx vs aiohttp on the hot path: the agent -> model call, at 1024 concurrent, against our real server stack.
+
+    .venv/bin/python -m benchmarks.perf.http_clients [--requests 10000] [--concurrency 1024]
+
+One uvicorn server (the instant stub chat model, started by ng_run) answers; one client process sends the same chat
+request with httpx.AsyncClient (configured as nemo_gym's client was) and with nemo_gym.http_client (aiohttp),
+alternating, on uvloop as the collector and the servers run. Prints requests/s and the client's CPU ms per request.
+"""
+
+import argparse
+import asyncio
+import json
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import httpx
+import orjson
+import uvloop
+
+from benchmarks.perf.harness import REPO_ROOT, STUB_CHAT, load_average, ng_run
+from nemo_gym.http_client import HttpClient
+from nemo_gym.server.supervisor import free_port
+
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "http_clients.json"
+BODY = {"model": "stub", "messages": [{"role": "user", "content": "What's the weather in Paris?"}]}
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def _drive(send: Callable[[], Awaitable[Any]], requests: int, concurrency: int) -> dict[str, float]:
+    left = iter(range(requests))
+
+    async def worker() -> None:
+        for _ in left:
+            await send()
+
+    started, cpu = time.perf_counter(), _cpu_s()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    seconds, cpu = time.perf_counter() - started, _cpu_s() - cpu
+    return {"requests_per_s": round(requests / seconds), "client_cpu_ms_per_request": round(1000 * cpu / requests, 3)}
+
+
+async def with_httpx(url: str, requests: int, concurrency: int) -> dict[str, float]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(60, pool=None), limits=limits, trust_env=False) as client:
+        content = orjson.dumps(BODY)
+
+        async def send() -> Any:
+            response = await client.post(url, content=content, headers={"content-type": "application/json"})
+            return orjson.loads(response.content)
+
+        return await _drive(send, requests, concurrency)
+
+
+async def with_aiohttp(url: str, requests: int, concurrency: int) -> dict[str, float]:
+    client = HttpClient(max_connections=concurrency)
+    try:
+        return await _drive(lambda: client.post_json(url, BODY), requests, concurrency)
+    finally:
+        await client.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=10000)
+    parser.add_argument("--concurrency", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    port = free_port()
+    config = {"stub_chat": {"responses_api_models": {"stub_chat": {"entrypoint": str(STUB_CHAT), "port": port}}}}
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="ng_http_") as tmp, ng_run(Path(tmp), config):
+        for _ in range(args.rounds):
+            for name, run in (("httpx", with_httpx), ("aiohttp", with_aiohttp)):
+                figures = uvloop.run(run(url, args.requests, args.concurrency))
+                results.append({"client": name, "concurrency": args.concurrency, **figures,
+                                "load_average": load_average()})
+                print(f"{name:<8} {figures['requests_per_s']:>7} requests/s  "
+                      f"{figures['client_cpu_ms_per_request']:.3f} client cpu-ms/request  load {load_average()}",
+                      flush=True)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Saturation against real vLLM (CPU build, SmolLM2-135M-Instruct): does the full stack keep vLLM as busy as a direct
+client does?
+
+    .venv/bin/python -m benchmarks.perf.saturation [--rows 128] [--concurrency 32] [--max-tokens 64]
+
+Both sides send the same Chat Completions requests (fixed prompts, greedy, the same max tokens; the direct client
+builds them with the same Responses -> Chat conversion that vllm_model uses) at the same concurrency: the direct
+client straight to vLLM, the full stack as rollouts (collector -> simple_agent -> vllm_model -> vLLM, weather
+environment; rows have no tools, so one model call per rollout). Phases alternate (direct, stack, direct, stack)
+after a warm-up so that neither side gets a warmer prefix cache. Goal: stack / direct >= 0.95.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmarks.perf.harness import REPO_ROOT, WEATHER_AGENT, load_average, run_collector, weather_stack
+from nemo_gym.http_client import HttpClient
+from nemo_gym.protocol import to_chat_request
+from nemo_gym.server.supervisor import free_port
+
+MODEL_DIR = Path(os.environ.get("NEMO_GYM_TEST_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct"))
+MODEL_NAME = "SmolLM2-135M-Instruct"
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "saturation.json"
+
+
+def start_vllm(workdir: Path) -> tuple[subprocess.Popen, str]:
+    """The vLLM server the tests use (tests/conftest.py), eager mode for a shorter cold start."""
+    port = free_port()
+    log = open(workdir / "vllm.log", "wb")
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL_DIR),
+         "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+         "--max-model-len", "2048", "--enforce-eager"],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"},
+        start_new_session=True,
+    )
+    return popen, f"http://127.0.0.1:{port}/v1"
+
+
+async def wait_ready(base_url: str, popen: subprocess.Popen, timeout_s: float = 600) -> None:
+    http = HttpClient(connect_timeout_s=2, read_timeout_s=5)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            if popen.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {popen.returncode}")
+            try:
+                await http.get_json(f"{base_url}/models")
+                return
+            except Exception:  # noqa: BLE001 - anything short of an answer means "not yet"
+                if time.monotonic() > deadline:
+                    raise RuntimeError("vLLM not ready in time") from None
+                await asyncio.sleep(1)
+    finally:
+        await http.aclose()
+
+
+def rows(n: int, max_tokens: int) -> list[dict[str, Any]]:
+    return [
+        {"responses_create_params": {
+            "input": [{"role": "user", "content": f"Write two sentences about the number {i}."}],
+            "max_output_tokens": max_tokens, "temperature": 0.0,
+        }, "expected_city": "none"}
+        for i in range(n)
+    ]
+
+
+async def direct(base_url: str, batch: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
+    """The same chat requests vllm_model would send, straight to vLLM, `concurrency` at a time."""
+    http = HttpClient(max_connections=concurrency)
+    requests = iter([to_chat_request(row["responses_create_params"], MODEL_NAME) for row in batch])
+    tokens = 0
+
+    async def worker() -> None:
+        nonlocal tokens
+        for request in requests:
+            reply = await http.post_json(f"{base_url}/chat/completions", request)
+            tokens += reply["usage"]["completion_tokens"]
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    finally:
+        await http.aclose()
+    seconds = time.perf_counter() - started
+    return {"requests_per_s": round(len(batch) / seconds, 2), "seconds": round(seconds, 2), "tokens": tokens}
+
+
+def stack_phase(stack: Any, work: Path, name: str, concurrency: int) -> dict[str, Any]:
+    output = work / f"{name}_out.jsonl"
+    result = run_collector(stack, work / "rows.jsonl", output, WEATHER_AGENT, concurrency)
+    tokens = sum(orjson.loads(line)["response"]["usage"]["output_tokens"] for line in output.open("rb"))
+    return {"rollouts_per_s": result["rollouts_per_s"], "seconds": result["elapsed_s"], "tokens": tokens}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=128)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    batch = rows(args.rows, args.max_tokens)
+    with tempfile.TemporaryDirectory(prefix="ng_saturation_") as tmp:
+        work = Path(tmp)
+        (work / "rows.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in batch))
+        popen, base_url = start_vllm(work)
+        try:
+            started = time.monotonic()
+            asyncio.run(wait_ready(base_url, popen))
+            print(f"vLLM ready after {time.monotonic() - started:.0f} s", flush=True)
+            with weather_stack(work / "stack", model_base_url=base_url, model_name=MODEL_NAME) as stack:
+                asyncio.run(direct(base_url, batch[: args.concurrency], args.concurrency))  # warm-up
+                phases: dict[str, list[dict[str, Any]]] = {"direct": [], "stack": []}
+                for i in range(args.rounds):
+                    phases["direct"].append(asyncio.run(direct(base_url, batch, args.concurrency)))
+                    print(f"direct {i}: {phases['direct'][-1]}  load {load_average()}", flush=True)
+                    phases["stack"].append(stack_phase(stack, work, f"stack{i}", args.concurrency))
+                    print(f"stack  {i}: {phases['stack'][-1]}  load {load_average()}", flush=True)
+        finally:
+            os.killpg(popen.pid, signal.SIGTERM)
+            popen.wait(timeout=60)
+    direct_rate = sum(p["requests_per_s"] for p in phases["direct"]) / args.rounds
+    stack_rate = sum(p["rollouts_per_s"] for p in phases["stack"]) / args.rounds
+    report = {
+        "rows": args.rows, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
+        "direct_requests_per_s": round(direct_rate, 2), "stack_rollouts_per_s": round(stack_rate, 2),
+        "ratio": round(stack_rate / direct_rate, 3), "load_average": load_average(), "phases": phases,
+    }
+    print(f"direct client {direct_rate:.2f} requests/s | full stack {stack_rate:.2f} rollouts/s | "
+          f"ratio {report['ratio']:.3f} (goal >= 0.95)")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
