@@ -1,6 +1,5 @@
 """ng_run as a user runs it: a real subprocess, real child servers over loopback."""
 
-import os
 import signal
 import socket
 import subprocess

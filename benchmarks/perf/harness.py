@@ -3,7 +3,6 @@ a subprocess of its own so that its peak RSS and CPU are its own."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import orjson
 import psutil
 import yaml
 
+from nemo_gym.server.ng_run_process import ng_run_process
 from nemo_gym.server.supervisor import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -84,27 +84,9 @@ def ng_run(workdir: Path, config: dict[str, Any], config_paths: tuple[str, ...] 
     bench_yaml.write_text(yaml.safe_dump(config))
     paths = ",".join([*(str(REPO_ROOT / p) for p in config_paths), str(bench_yaml)])
     head_port = free_port()
-    log_path = workdir / "ng_run.log"
-    with open(log_path, "wb") as log:
-        popen = subprocess.Popen(
-            [sys.executable, "-c", "from nemo_gym.cli.run import main; main()", f"+config_paths=[{paths}]",
-             f"+head_server.port={head_port}", *overrides],
-            cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=_env(),
-        )
-    try:
-        deadline = time.monotonic() + timeout_s
-        while b"all servers healthy" not in log_path.read_bytes():
-            if popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"ng_run did not come up:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
+    args = [f"+config_paths=[{paths}]", f"+head_server.port={head_port}", *overrides]
+    with ng_run_process(args, workdir, workdir / "ng_run.log", env=_env(), timeout_s=timeout_s) as popen:
         yield Stack(popen, head_port, workdir)
-    finally:
-        if popen.poll() is None:
-            popen.send_signal(signal.SIGTERM)
-            try:
-                popen.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                popen.kill()
 
 
 @contextmanager

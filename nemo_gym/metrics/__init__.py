@@ -5,7 +5,10 @@
 `report` (the HTML report).
 """
 
-from nemo_gym.metrics.accumulator import AgentColumns, AgentMetrics, iter_groups
-from nemo_gym.metrics.estimators import bootstrap_ci, k_ladder, majority_vote, pass_at_k
+from nemo_gym.metrics.accumulator import AgentColumns, AgentMetrics, compact_row, iter_groups
+from nemo_gym.metrics.estimators import bootstrap_ci, k_ladder, majority_at_k, pass_at_k
 
-__all__ = ["AgentColumns", "AgentMetrics", "bootstrap_ci", "iter_groups", "k_ladder", "majority_vote", "pass_at_k"]
+__all__ = [
+    "AgentColumns", "AgentMetrics", "bootstrap_ci", "compact_row", "iter_groups", "k_ladder", "majority_at_k",
+    "pass_at_k",
+]

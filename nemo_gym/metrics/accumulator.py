@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from nemo_gym.metrics.estimators import bootstrap_ci, k_ladder, majority_vote, pass_at_k
+from nemo_gym.metrics.estimators import bootstrap_ci, k_ladder, majority_at_k, pass_at_k
 
 TASK_INDEX = "_ng_task_index"
 ROLLOUT_INDEX = "_ng_rollout_index"
@@ -27,6 +27,8 @@ HISTOGRAM_BINS = 20
 # Strings up to this length travel to the environment's metrics hook (labels, categories, extracted answers);
 # longer ones are transcripts, which the hook does not get.
 COMPACT_STRING_CHARS = 256
+_NUMBER_TYPES = frozenset({float, int, bool})
+_BLOCK_ROWS = 1 << 16  # rows per block of per-task statistics: bounds numpy temporaries to a few MB
 
 
 @dataclass
@@ -47,54 +49,52 @@ class AgentColumns:
         self.tasks = array("q")
         self.columns: dict[str, array] = {}
         self.answers = array("q")  # id of the extracted answer, -1 when there is none
-        self._answer_ids: dict[str, int] = {}
+        self._answer_ids: dict[str, int] = {}  # of the current task
 
-    def add(self, row: dict[str, Any]) -> dict[str, Any]:
-        """Record `row`; returns its compact form (keys and short scalar fields) for the environment's hook."""
+    def add(self, row: dict[str, Any]) -> None:
+        """Record `row`: its task, every numeric field and its extracted answer (this runs once per rollout, so
+        non-finite values are masked later, in `_column`, with numpy)."""
         n = self.rows
-        compact: dict[str, Any] = {TASK_INDEX: row[TASK_INDEX], ROLLOUT_INDEX: row[ROLLOUT_INDEX]}
+        columns = self.columns
         for key, value in row.items():
-            kind = type(value)
-            if kind is float or kind is int or kind is bool:
-                if not key.startswith(INTERNAL_PREFIX):
-                    column = self.columns.get(key)
-                    if column is None:
-                        column = self.columns[key] = array("d")
-                    if len(column) < n:
-                        column.extend(array("d", [math.nan]) * (n - len(column)))
-                    number = float(value)
-                    column.append(number if math.isfinite(number) else math.nan)
-                    compact[key] = value
-            elif (kind is str and len(value) <= COMPACT_STRING_CHARS) or value is None:
-                compact[key] = value
+            if type(value) in _NUMBER_TYPES and not key.startswith(INTERNAL_PREFIX):
+                column = columns.get(key)
+                if column is None:
+                    column = columns[key] = array("d")
+                if len(column) != n:
+                    column.extend(array("d", [math.nan]) * (n - len(column)))
+                try:
+                    column.append(value)
+                except OverflowError:  # an int beyond float range
+                    column.append(math.nan)
+        task = row[TASK_INDEX]
+        if n and task != self.tasks[-1]:
+            self._answer_ids.clear()  # votes are counted within a task, so ids need only be unique within one
         answer = row.get(EXTRACTED_ANSWER)
-        if answer is None:
-            self.answers.append(-1)
-        else:
-            self.answers.append(self._answer_ids.setdefault(str(answer), len(self._answer_ids)))
-        self.tasks.append(int(row[TASK_INDEX]))
+        self.answers.append(-1 if answer is None else self._answer_ids.setdefault(str(answer), len(self._answer_ids)))
+        self.tasks.append(task)
         self.rows = n + 1
-        return compact
 
     def finish(self, failures_by_class: dict[str, int] | None = None) -> AgentMetrics:
+        """Every statistic; per-task ones a block of whole tasks at a time, so temporaries stay a few megabytes."""
         tasks = np.frombuffer(self.tasks, dtype=np.int64)
-        starts = np.flatnonzero(np.r_[True, tasks[1:] != tasks[:-1]]) if len(tasks) else np.array([], np.int64)
-        group_of_row = np.cumsum(np.r_[False, tasks[1:] != tasks[:-1]]) if len(tasks) else starts
+        total = len(tasks)
+        starts = np.flatnonzero(np.r_[True, tasks[1:] != tasks[:-1]]) if total else np.array([], np.int64)
+        names = sorted(self.columns)
+        columns = {name: self._column(name) for name in names}
         metrics: dict[str, float] = {"num_rollouts": float(self.rows), "num_tasks": float(len(starts))}
-        groups: dict[str, np.ndarray] = {
-            TASK_INDEX: tasks[starts],
-            "num_rollouts": np.diff(np.r_[starts, len(tasks)]),
-        }
-        for name in sorted(self.columns):
-            values = self._column(name)
-            metrics.update(_overall(name, values))
-            for stat, per_task in _per_task(values, starts, group_of_row).items():
-                groups[f"{stat}/{name}"] = per_task
+        for name in names:
+            metrics.update(_overall(name, columns[name]))
+        parts: dict[str, list[np.ndarray]] = {}
+        for lo, hi, local_starts, group_of_row in _task_blocks(starts, total):
+            for name in names:
+                for stat, per_task in _per_task(_finite(columns[name][lo:hi]), local_starts, group_of_row).items():
+                    parts.setdefault(f"{stat}/{name}", []).append(per_task)
         result = AgentMetrics(metrics)
-        rewards = self._column(REWARD) if REWARD in self.columns else None
-        if rewards is not None and np.isfinite(rewards).any():
-            self._reward_metrics(result, rewards, starts)
-        result.group_columns = groups
+        result.group_columns = {TASK_INDEX: tasks[starts], "num_rollouts": np.diff(np.r_[starts, total]),
+                                **{name: np.concatenate(arrays) for name, arrays in parts.items()}}
+        if REWARD in columns and np.isfinite(columns[REWARD]).any():
+            self._reward_metrics(result, columns[REWARD], starts)
         failed = sum((failures_by_class or {}).values())
         metrics["num_failed"] = float(failed)
         metrics["failure_rate"] = failed / (self.rows + failed) if self.rows + failed else 0.0
@@ -104,6 +104,7 @@ class AgentColumns:
         return result
 
     def _column(self, name: str) -> np.ndarray:
+        """The raw column, NaN-padded to every row (non-finite values still in it)."""
         column = self.columns[name]
         if len(column) < self.rows:
             column.extend(array("d", [math.nan]) * (self.rows - len(column)))
@@ -112,10 +113,14 @@ class AgentColumns:
     def _reward_metrics(self, result: AgentMetrics, rewards: np.ndarray, starts: np.ndarray) -> None:
         """pass@k, pass@1[avg-of-k], majority@k, the bootstrap interval and the histogram; all from rewards."""
         metrics = result.agent_metrics
-        valid = np.isfinite(rewards)
-        n = np.add.reduceat(valid.astype(np.int64), starts)
-        c = np.add.reduceat((valid & (rewards >= CORRECT_REWARD)).astype(np.int64), starts)
-        sums = np.add.reduceat(np.where(valid, rewards, 0.0), starts)
+        n_parts, c_parts, sum_parts = [], [], []
+        for lo, hi, local_starts, _ in _task_blocks(starts, len(rewards)):
+            block = rewards[lo:hi]
+            valid = np.isfinite(block)
+            n_parts.append(np.add.reduceat(valid.astype(np.int64), local_starts))
+            c_parts.append(np.add.reduceat((valid & (block >= CORRECT_REWARD)).astype(np.int64), local_starts))
+            sum_parts.append(np.add.reduceat(np.where(valid, block, 0.0), local_starts))
+        n, c, sums = np.concatenate(n_parts), np.concatenate(c_parts), np.concatenate(sum_parts)
         scored = n > 0
         max_n = int(n.max())
         for k in k_ladder(max_n):
@@ -130,7 +135,7 @@ class AgentColumns:
         low, high = bootstrap_ci(sums[scored], n[scored])
         metrics[f"ci95_low/{REWARD}"] = low
         metrics[f"ci95_high/{REWARD}"] = high
-        finite = rewards[valid]
+        finite = rewards[np.isfinite(rewards)]
         low_edge, high_edge = float(finite.min()), float(finite.max())
         if high_edge == low_edge:
             high_edge = low_edge + 1.0
@@ -139,17 +144,56 @@ class AgentColumns:
 
     def _majority(self, rewards: np.ndarray, starts: np.ndarray, max_n: int) -> dict[str, float]:
         """majority@k over each task's first k rollouts (key order); tasks with fewer than k rollouts are left out."""
-        answers = np.frombuffer(self.answers, dtype=np.int64).tolist()
-        reward_list = np.nan_to_num(rewards, nan=0.0).tolist()
-        ends = np.r_[starts[1:], len(answers)].tolist()
+        answers = np.frombuffer(self.answers, dtype=np.int64)
+        ks = k_ladder(max_n)[1:]
+        score_sums, used = dict.fromkeys(ks, 0.0), dict.fromkeys(ks, 0)
+        for lo, hi, local_starts, group_of_row in _task_blocks(starts, len(answers)):
+            sizes = np.diff(np.r_[local_starts, hi - lo])
+            positions = np.arange(hi - lo) - local_starts[group_of_row]
+            scores = np.nan_to_num(rewards[lo:hi], nan=0.0, posinf=0.0, neginf=0.0)
+            for k in ks:
+                score, block_used = majority_at_k(group_of_row, positions, answers[lo:hi], scores, sizes, k)
+                if block_used:
+                    score_sums[k] += score * block_used
+                    used[k] += block_used
         out: dict[str, float] = {}
-        for k in k_ladder(max_n)[1:]:
-            scores = [majority_vote(answers[s:s + k], reward_list[s:s + k])
-                      for s, e in zip(starts.tolist(), ends) if e - s >= k]
-            if scores:
-                out[f"majority@{k}"] = sum(scores) / len(scores)
-                out[f"majority@{k}/num_tasks"] = float(len(scores))
+        for k in ks:
+            if used[k]:
+                out[f"majority@{k}"] = score_sums[k] / used[k]
+                out[f"majority@{k}/num_tasks"] = float(used[k])
         return out
+
+
+def _task_blocks(starts: np.ndarray, total: int,
+                 rows: int = _BLOCK_ROWS) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """(first row, end row, task starts within the block, task number of each row) for blocks of whole tasks of
+    about `rows` rows each (a task larger than that is a block of its own)."""
+    first = 0
+    while first < len(starts):
+        lo = int(starts[first])
+        end = max(first + 1, int(np.searchsorted(starts, lo + rows, side="left")))
+        hi = int(starts[end]) if end < len(starts) else total
+        local_starts = starts[first:end] - lo
+        yield lo, hi, local_starts, np.repeat(np.arange(end - first), np.diff(np.r_[local_starts, hi - lo]))
+        first = end
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(values), values, math.nan)
+
+
+def compact_row(row: dict[str, Any]) -> dict[str, Any]:
+    """What an environment's metrics hooks get of a rollout: its keys and short scalar fields, no transcript."""
+    compact: dict[str, Any] = {TASK_INDEX: row[TASK_INDEX], ROLLOUT_INDEX: row[ROLLOUT_INDEX]}
+    for key, value in row.items():
+        kind = type(value)
+        if key.startswith(INTERNAL_PREFIX):
+            continue
+        if kind is float or kind is int or kind is bool or value is None or (
+            kind is str and len(value) <= COMPACT_STRING_CHARS
+        ):
+            compact[key] = value
+    return compact
 
 
 def _overall(name: str, values: np.ndarray) -> dict[str, float]:

@@ -6,8 +6,7 @@ rollouts — after infrastructure failures some tasks have fewer — without bia
 of tasks used is reported next to each value).
 """
 
-from collections import Counter
-from typing import Sequence
+import math
 
 import numpy as np
 
@@ -44,19 +43,32 @@ def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
     return np.where(n >= k, 1.0 - ratio, np.nan)
 
 
-def majority_vote(answers: Sequence[int], rewards: Sequence[float]) -> float:
-    """The reward of the most frequent answer (-1 = no answer, which never wins); ties go to the answer seen first.
+def majority_at_k(groups: np.ndarray, positions: np.ndarray, answers: np.ndarray, rewards: np.ndarray,
+                  task_sizes: np.ndarray, k: int) -> tuple[float, int]:
+    """(majority@k, tasks used): per task with at least k rollouts, a vote over its first k rollouts.
 
-    An answer's reward is the mean reward of the rollouts that gave it (the same answer can be scored differently
-    only by a verifier that looks past the extracted answer). No answer at all scores 0.
+    Per row: `groups` (task number 0..T-1), `positions` (place within its task), `answers` (answer id, -1 = none:
+    abstains), `rewards`; per task `task_sizes`. The most frequent answer wins, ties go to the answer seen first,
+    and the task scores the mean reward of the rollouts that gave it (0 when nobody answered). Vectorised: a
+    million rollouts take well under a second.
     """
-    votes = Counter(a for a in answers if a >= 0)
-    if not votes:
-        return 0.0
-    best = max(votes.values())
-    winner = next(a for a in answers if a >= 0 and votes[a] == best)
-    scores = [r for a, r in zip(answers, rewards) if a == winner]
-    return sum(scores) / len(scores)
+    used = int((task_sizes >= k).sum())
+    if not used:
+        return math.nan, 0
+    voting = (positions < k) & (task_sizes[groups] >= k) & (answers >= 0)
+    g, a, r, p = groups[voting], answers[voting], rewards[voting], positions[voting]
+    if not len(g):
+        return 0.0, used
+    order = np.lexsort((p, a, g))
+    g, a, r, p = g[order], a[order], r[order], p[order]
+    pair_starts = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (a[1:] != a[:-1])])
+    votes = np.diff(np.r_[pair_starts, len(g)])
+    first_seen = p[pair_starts]
+    pair_task = g[pair_starts]
+    reward_sums = np.add.reduceat(r, pair_starts)
+    ranked = np.lexsort((first_seen, -votes, pair_task))  # per task: most votes, then seen first
+    winners = ranked[np.r_[True, pair_task[ranked][1:] != pair_task[ranked][:-1]]]
+    return float((reward_sums[winners] / votes[winners]).sum() / used), used
 
 
 def bootstrap_ci(task_sums: np.ndarray, task_counts: np.ndarray, level: float = 0.95,

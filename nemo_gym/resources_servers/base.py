@@ -89,6 +89,10 @@ class ResourcesServer(BaseServer):
         adds to the library's per-task statistics)."""
         return group_mean_reward(rows)
 
+    def needs_rows(self) -> bool:
+        """Whether the collector must send the compact rows for `compute_metrics` / `group_metrics`."""
+        return self._overrides("compute_metrics") or self._overrides("group_metrics")
+
     def _overrides(self, hook: str) -> bool:
         return getattr(type(self), hook) is not getattr(ResourcesServer, hook)
 
@@ -143,18 +147,29 @@ class ResourcesServer(BaseServer):
         return {**body, **result, "reward": float(result["reward"])}
 
     async def _aggregate_metrics_route(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
-        rows = body.get("rows") if isinstance(body, dict) else None
-        if not isinstance(rows, list):
-            raise HandlerError(400, "aggregate_metrics needs {'rows': [...]}")
+        """Three callers: rows only (the hooks compute everything); from the collector, the library's metrics
+        alone first, then, only if `needs_rows` was answered, the same with the compact rows."""
+        if not isinstance(body, dict):
+            raise HandlerError(400, "aggregate_metrics needs a JSON object")
+        rows = body.get("rows")
         library = body.get("agent_metrics")
-        if not isinstance(library, dict):  # a direct call with rows only: the hooks compute everything
+        if rows is not None and not isinstance(rows, list):
+            raise HandlerError(400, "aggregate_metrics: 'rows' must be a list")
+        if not isinstance(library, dict):
+            if rows is None:
+                raise HandlerError(400, "aggregate_metrics needs {'rows': [...]} or {'agent_metrics': {...}}")
             agent_metrics = self.compute_metrics(rows)
             return {
                 "agent_metrics": agent_metrics,
                 "key_metrics": self.key_metrics(agent_metrics),
                 "group_level_metrics": self.group_metrics(rows),
             }
-        # From the collector: the defaults would only recompute what the library sent, so only overrides run.
+        # The default row hooks would only recompute what the library sent: rows are asked for (a million of them
+        # cost a gigabyte here) only when an environment overrides one.
+        if rows is None:
+            if self.needs_rows():
+                return {"needs_rows": True}
+            rows = []
         agent_metrics = {**library, **(self.compute_metrics(rows) if self._overrides("compute_metrics") else {})}
         return {
             "agent_metrics": agent_metrics,

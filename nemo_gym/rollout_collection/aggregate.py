@@ -1,29 +1,29 @@
 """Metrics over finished rollouts and merging of shard files: the one aggregation path of the collector.
 
 ng_collect_rollouts (at the end of a run) and ng_aggregate_rollouts (over shards) both call `aggregate_rollouts`,
-so live and offline numbers cannot disagree. It reads every key once in key order (`nemo_gym.metrics.rows`),
+so live and offline numbers cannot disagree. It reads every key once in key order (`shards.iter_unique_lines`),
 computes the generic metrics in this process (`nemo_gym.metrics`: per-field statistics, pass@k, majority@k, a
 bootstrap interval, failure rates), and then lets each environment add its own: the agent's `/aggregate_metrics`
-gets the library's `agent_metrics` plus compact rows (keys and scalar fields, no transcripts) as one streamed
-request body read from a spool file. The environment's answer is merged over the library's numbers.
+gets the library's `agent_metrics`; only an environment that overrides a row hook answers `needs_rows` and then
+gets the compact rows too (keys and scalar fields, no transcripts), as one request body streamed from a second pass
+over the files. The environment's answer is merged over the library's numbers.
 """
 
 import asyncio
 import glob
 import os
-import shutil
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, BinaryIO, Iterator, Sequence
+from typing import Any, AsyncIterator, BinaryIO, Callable, Iterator, Sequence
 
 import aiohttp
 import orjson
 
 from nemo_gym.errors import InputDataError, NemoGymError
 from nemo_gym.http_client import RetryPolicy
-from nemo_gym.metrics.accumulator import AgentColumns, AgentMetrics, iter_groups
+from nemo_gym.metrics.accumulator import AgentColumns, AgentMetrics, compact_row, iter_groups
 from nemo_gym.metrics.report import AgentReport, write_report
 from nemo_gym.resources_servers.metrics import headline_metrics
 from nemo_gym.rollout_collection.shards import ReadStats, failures_sidecar, iter_unique_lines, read_failures
@@ -65,23 +65,38 @@ def _agent_of(row: Any, line: bytes) -> str:
     return ref["name"]
 
 
-async def _rows_body(spool: Path, agent_metrics: dict[str, float]) -> AsyncIterator[bytes]:
-    """`{"agent_metrics": {...}, "rows": [...]}` read from the spool in chunks (it holds the rows comma-joined)."""
-    yield b'{"agent_metrics":' + orjson.dumps(agent_metrics) + b',"rows":['
-    with open(spool, "rb") as file:
-        while part := file.read(_CHUNK_BYTES):
-            yield part
-    yield b"]}"
+def _rows_body(files: Sequence[Path], agent: str, agent_metrics: dict[str, float]) -> AsyncIterator[bytes]:
+    """`{"agent_metrics": {...}, "rows": [compact rows of `agent`]}`, produced in chunks by a second pass over the
+    files: only environments that ask for rows pay for it, and nothing is held in memory or spooled to disk."""
+
+    async def chunks() -> AsyncIterator[bytes]:
+        block = bytearray(b'{"agent_metrics":' + orjson.dumps(agent_metrics) + b',"rows":[')
+        first = True
+        for line in iter_unique_lines(files, ReadStats()):
+            row = orjson.loads(line)
+            if _agent_of(row, line) != agent:
+                continue
+            if not first:
+                block += b","
+            first = False
+            block += orjson.dumps(compact_row(row))
+            if len(block) >= _CHUNK_BYTES:
+                yield bytes(block)
+                block.clear()
+        yield bytes(block + b"]}")
+
+    return chunks()
 
 
-async def _post_rows(client: aiohttp.ClientSession, url: str, spool: Path, agent_metrics: dict[str, float]) -> Any:
-    """POST the agent's compact rows and return its JSON answer; retries connection failures and 5xx."""
+async def _post(client: aiohttp.ClientSession, url: str, body: Callable[[], bytes | AsyncIterator[bytes]]) -> Any:
+    """POST `body()` (called again for each attempt) and return the JSON answer; retries connection failures and
+    5xx."""
     attempt = 0
     while True:
         attempt += 1
         try:
             headers = {"content-type": "application/json"}
-            async with client.post(url, data=_rows_body(spool, agent_metrics), headers=headers) as response:
+            async with client.post(url, data=body(), headers=headers) as response:
                 content = await response.read()
                 if response.status < 400:
                     try:
@@ -95,6 +110,17 @@ async def _post_rows(client: aiohttp.ClientSession, url: str, spool: Path, agent
             if attempt >= _RETRY.max_attempts:
                 raise NemoGymError(f"cannot aggregate metrics at {url}: {type(exc).__name__}: {exc}") from None
         await asyncio.sleep(_RETRY.delay(attempt))
+
+
+async def _environment_metrics(client: aiohttp.ClientSession, url: str, files: Sequence[Path], agent: str,
+                               agent_metrics: dict[str, float]) -> dict[str, Any]:
+    """The environment's answer to the library's metrics; the compact rows go only to one that asks for them."""
+    answer = await _post(client, url, lambda: orjson.dumps({"agent_metrics": agent_metrics}))
+    if isinstance(answer, dict) and answer.get("needs_rows"):
+        answer = await _post(client, url, lambda: _rows_body(files, agent, agent_metrics))
+    if not isinstance(answer, dict):
+        raise NemoGymError(f"{url} did not answer with a JSON object")
+    return answer
 
 
 def _merged_groups(library: AgentMetrics, answer_groups: Any) -> Iterator[dict[str, Any]]:
@@ -134,27 +160,18 @@ class AggregateResult:
     duplicates: int
 
 
-def _spool_rows(files: Sequence[Path], work: Path, stats: ReadStats,
-                failures: dict[tuple[int, int], tuple[bytes, str, str]]) -> dict[str, AgentColumns]:
-    """One pass over the rows: numeric columns per agent, compact rows spooled per agent, failures that later
-    succeeded forgotten."""
+def _read_rows(files: Sequence[Path], stats: ReadStats,
+               failures: dict[tuple[int, int], tuple[bytes, str, str]]) -> dict[str, AgentColumns]:
+    """One pass over the rows: numeric columns per agent; failures that later succeeded are forgotten."""
     columns: dict[str, AgentColumns] = {}
-    spools: dict[str, BinaryIO] = {}
-    try:
-        for line in iter_unique_lines(files, stats):
-            row = orjson.loads(line)
-            agent = _agent_of(row, line)
-            agent_columns = columns.get(agent)
-            if agent_columns is None:
-                agent_columns = columns[agent] = AgentColumns()
-                spools[agent] = open(work / f"{len(spools)}.rows", "wb", buffering=1 << 20)
-            else:
-                spools[agent].write(b",")
-            spools[agent].write(orjson.dumps(agent_columns.add(row)))
-            failures.pop((row[TASK_INDEX], row[ROLLOUT_INDEX]), None)
-    finally:
-        for spool in spools.values():
-            spool.close()
+    for line in iter_unique_lines(files, stats):
+        row = orjson.loads(line)
+        agent = _agent_of(row, line)
+        agent_columns = columns.get(agent)
+        if agent_columns is None:
+            agent_columns = columns[agent] = AgentColumns()
+        agent_columns.add(row)
+        failures.pop((row[TASK_INDEX], row[ROLLOUT_INDEX]), None)
     return columns
 
 
@@ -162,14 +179,11 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
                              http_timeout_s: float = AGGREGATE_TIMEOUT_S) -> AggregateResult:
     """Metrics over the rollouts of `files` (and their failures sidecars) into `metrics_path` and its report."""
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
-    work = metrics_path.with_name(metrics_path.name + ".work")
     tmp = metrics_path.with_name(metrics_path.name + ".tmp")
     stats = ReadStats()
     failures = read_failures(files)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
     try:
-        columns = _spool_rows(files, work, stats, failures)
+        columns = _read_rows(files, stats, failures)
         if not columns:
             raise NemoGymError(f"no rollouts to aggregate in {', '.join(map(str, files))}")
         if stats.duplicates:
@@ -179,7 +193,6 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
         for _, agent, failure_class in failures.values():
             failed_by_agent[agent][failure_class] += 1
         agents = sorted(columns)
-        spool_of = {agent: work / f"{i}.rows" for i, agent in enumerate(columns)}
         urls = {agent: await servers.url(agent) for agent in agents}
         summaries, reports = [], []
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=5.0, sock_read=http_timeout_s)
@@ -190,9 +203,7 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
                     print(f"aggregating {columns[agent].rows} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
                     library = columns.pop(agent).finish(dict(failed_by_agent.get(agent, {})))
                     url = f"{urls[agent]}/aggregate_metrics"
-                    answer = await _post_rows(client, url, spool_of[agent], library.agent_metrics)
-                    if not isinstance(answer, dict):
-                        raise NemoGymError(f"{url} did not answer with a JSON object")
+                    answer = await _environment_metrics(client, url, files, agent, library.agent_metrics)
                     agent_metrics = {**library.agent_metrics, **(answer.get("agent_metrics") or {})}
                     key_metrics = answer.get("key_metrics") or headline_metrics(agent_metrics)
                     if i:
@@ -207,7 +218,6 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
         os.replace(tmp, metrics_path)
     finally:
         tmp.unlink(missing_ok=True)
-        shutil.rmtree(work, ignore_errors=True)
     notes = [f"{len(files)} rollout file(s): " + ", ".join(map(str, files))]
     if stats.duplicates:
         notes.append(f"{stats.duplicates} duplicate rollouts (identical copies) dropped")

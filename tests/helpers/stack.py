@@ -1,23 +1,16 @@
 """Run real `ng_run` subprocesses in tests and stop them cleanly."""
 
-import os
-import signal
 import subprocess
-import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import httpx
 
+from nemo_gym.server.ng_run_process import ng_run_process
+from nemo_gym.server.supervisor import free_port
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    from nemo_gym.server.supervisor import free_port as _free_port
-
-    return _free_port()
 
 
 class Stack:
@@ -39,29 +32,5 @@ def running_stack(args: list[str], cwd: Path, timeout_s: float = 120.0) -> Itera
     """Start `ng_run ARGS` in `cwd` on a free head port; yield once every server is healthy; stop it afterwards."""
     head_port = free_port()
     log_path = cwd / f"ng_run-{head_port}.log"
-    log = open(log_path, "wb")
-    popen = subprocess.Popen(
-        [sys.executable, "-c", "from nemo_gym.cli.run import main; main()", *args, f"+head_server.port={head_port}"],
-        cwd=cwd,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    head_url = f"http://127.0.0.1:{head_port}"
-    try:
-        deadline = time.monotonic() + timeout_s
-        while b"all servers healthy" not in log_path.read_bytes():
-            if popen.poll() is not None:
-                raise RuntimeError(f"ng_run exited with {popen.returncode}:\n{log_path.read_text()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"ng_run not healthy after {timeout_s}s:\n{log_path.read_text()}")
-            time.sleep(0.2)
-        yield Stack(popen, head_url, log_path)
-    finally:
-        if popen.poll() is None:
-            popen.send_signal(signal.SIGTERM)
-            try:
-                popen.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                popen.kill()
-        log.close()
+    with ng_run_process([*args, f"+head_server.port={head_port}"], cwd, log_path, timeout_s=timeout_s) as popen:
+        yield Stack(popen, f"http://127.0.0.1:{head_port}", log_path)

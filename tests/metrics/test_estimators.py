@@ -1,13 +1,15 @@
 """pass@k, majority@k, the bootstrap interval and the per-agent/per-task statistics, against brute force."""
 
+import collections
 import itertools
 import math
+import random
 import statistics
 
 import numpy as np
 import pytest
 
-from nemo_gym.metrics import AgentColumns, bootstrap_ci, iter_groups, k_ladder, majority_vote, pass_at_k
+from nemo_gym.metrics import AgentColumns, bootstrap_ci, compact_row, iter_groups, k_ladder, majority_at_k, pass_at_k
 
 
 def _brute_pass_at_k(n: int, c: int, k: int) -> float:
@@ -77,16 +79,51 @@ def test_agent_and_task_statistics_match_brute_force() -> None:
 
 
 def test_compact_row_keeps_scalars_only() -> None:
-    compact = AgentColumns().add({"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 1.0, "label": "a",
-                                  "extracted_answer": None, "response": {"output": []}, "long": "y" * 1000})
+    compact = compact_row({"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 1.0, "label": "a",
+                           "extracted_answer": None, "response": {"output": []}, "long": "y" * 1000,
+                           "_ng_attempts": 2})
     assert compact == {"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 1.0, "label": "a",
                        "extracted_answer": None}
 
 
+def _majority_vote(answers: list[int], rewards: list[float]) -> float:
+    """The definition, one task at a time: the most frequent answer (-1 abstains), ties to the one seen first."""
+    votes = collections.Counter(a for a in answers if a >= 0)
+    if not votes:
+        return 0.0
+    winner = next(a for a in answers if a >= 0 and votes[a] == max(votes.values()))
+    scores = [r for a, r in zip(answers, rewards) if a == winner]
+    return sum(scores) / len(scores)
+
+
+def _majority(tasks: list[list[tuple[int, float]]], k: int) -> tuple[float, int]:
+    groups, positions, answers, rewards = [], [], [], []
+    for task, rollouts in enumerate(tasks):
+        for position, (answer, reward) in enumerate(rollouts):
+            groups.append(task), positions.append(position), answers.append(answer), rewards.append(reward)
+    sizes = np.array([len(t) for t in tasks])
+    return majority_at_k(np.array(groups), np.array(positions), np.array(answers, dtype=np.int64),
+                         np.array(rewards), sizes, k)
+
+
+def test_majority_at_k_matches_the_definition_task_by_task() -> None:
+    assert _majority([[(3, 1.0), (3, 1.0), (5, 0.0)]], 3) == (1.0, 1)
+    assert _majority([[(5, 0.0), (3, 1.0), (3, 1.0), (5, 0.0)]], 4) == (0.0, 1)  # tie: the answer seen first wins
+    assert _majority([[(-1, 0.0), (-1, 0.0)]], 2) == (0.0, 1)
+    rng = random.Random(0)
+    for _ in range(200):
+        tasks = [[(rng.randint(-1, 3), float(rng.random() < 0.5)) for _ in range(rng.randint(1, 8))]
+                 for _ in range(rng.randint(1, 6))]
+        for k in (1, 2, 3, 4, 8):
+            used = [t for t in tasks if len(t) >= k]
+            expected = sum(_majority_vote([a for a, _ in t[:k]], [r for _, r in t[:k]]) for t in used)
+            score, n_used = _majority(tasks, k)
+            assert n_used == len(used)
+            if used:
+                assert score == pytest.approx(expected / len(used))
+
+
 def test_majority_at_k() -> None:
-    assert majority_vote([3, 3, 5], [1.0, 1.0, 0.0]) == 1.0
-    assert majority_vote([5, 3, 3, 5], [0.0, 1.0, 1.0, 0.0]) == 0.0  # tie: the answer seen first wins
-    assert majority_vote([-1, -1], [0.0, 0.0]) == 0.0
     rows = [{"_ng_task_index": 0, "_ng_rollout_index": i, "reward": float(a == "7"), "extracted_answer": a}
             for i, a in enumerate(["7", "8", "8", "7"])]
     rows += [{"_ng_task_index": 1, "_ng_rollout_index": i, "reward": float(a == "2"), "extracted_answer": a}

@@ -41,3 +41,14 @@ def test_an_environment_adds_its_own_metrics_and_key_metrics() -> None:
     answer = _post(ByCategory(ServerSpec("c", "resources_servers", "c")), {"rows": ROWS, "agent_metrics": LIBRARY})
     assert answer["agent_metrics"] == {**LIBRARY, "mean/reward/category=a": 0.5}
     assert answer["key_metrics"] == {"mean/reward/category=a": 0.5, "pass@2": 1.0}
+
+
+def test_the_collector_sends_rows_only_to_an_environment_that_asks_for_them() -> None:
+    plain = _post(Plain(ServerSpec("p", "resources_servers", "p")), {"agent_metrics": LIBRARY})
+    assert "needs_rows" not in plain and plain["agent_metrics"] == LIBRARY
+    assert plain["key_metrics"]["mean/reward"] == 0.5
+    by_category = ByCategory(ServerSpec("c", "resources_servers", "c"))
+    assert _post(by_category, {"agent_metrics": LIBRARY}) == {"needs_rows": True}
+    with TestClient(by_category.app()) as client:
+        assert client.post("/aggregate_metrics", json={}).status_code == 400
+        assert client.post("/aggregate_metrics", json={"agent_metrics": LIBRARY, "rows": "x"}).status_code == 400

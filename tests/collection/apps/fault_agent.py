@@ -68,6 +68,8 @@ class FaultAgent(BaseServer):
         return {**row, "response": response, "reward": reward}
 
     async def _aggregate_metrics(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        if "rows" not in body:
+            return {"needs_rows": True}
         rows = body["rows"]
         groups: dict[int, list[float]] = {}
         for row in rows:
