@@ -11,7 +11,6 @@ Rows look like a math run: 4 rollouts per task, 0/1 reward, an extracted answer,
 import argparse
 import asyncio
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,9 @@ import time
 from pathlib import Path
 
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.perf.memory import peak_rss_mb  # noqa: E402 - the repo root must be importable first
 
 REPEATS = 4
 
@@ -61,8 +63,7 @@ def measure(path: Path, url: str) -> None:
     result = asyncio.run(aggregate_rollouts([path], path.with_name("bench_aggregate_metrics.json"),
                                             _DirectServers(url)))
     elapsed = time.perf_counter() - started
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(orjson.dumps({"rows": result.rows, "seconds": round(elapsed, 2), "peak_rss_mb": round(peak_mb, 1),
+    print(orjson.dumps({"rows": result.rows, "seconds": round(elapsed, 2), "peak_rss_mb": peak_rss_mb(),
                         "key_metrics": result.summaries[0]["key_metrics"]}).decode())
 
 

@@ -7,6 +7,7 @@ import json
 import resource
 import sys
 
+from benchmarks.perf.memory import peak_rss_mb
 from nemo_gym.config import load_global_config
 from nemo_gym.rollout_collection import RolloutCollectionConfig, collect_rollouts, run_async
 
@@ -22,7 +23,7 @@ def main() -> None:
         "failed": summary.failed,
         "elapsed_s": round(summary.elapsed_s, 2),
         "rollouts_per_s": round(summary.rollouts_per_s, 1),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # ru_maxrss is in KiB on Linux
+        "peak_rss_mb": peak_rss_mb(),
         "cpu_s": usage.ru_utime + usage.ru_stime,
     }
     print(RESULT_PREFIX + json.dumps(result), flush=True)

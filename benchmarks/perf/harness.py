@@ -112,7 +112,7 @@ def instant_agent_stack(workdir: Path) -> Iterator[Stack]:
 
 def run_collector(stack: Stack, input_path: Path, output_path: Path, agent: str, concurrency: int,
                   *extra: str, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Run the real collector in a subprocess; its summary, wall time, peak RSS (ru_maxrss) and the CPU time per
+    """Run the real collector in a subprocess; its summary, wall time, peak RSS (VmHWM) and the CPU time per
     rollout of the collector plus all servers."""
     args = [
         f"+head_server_url={stack.head_url}", f"+agent_name={agent}", f"+input_jsonl_fpath={input_path}",

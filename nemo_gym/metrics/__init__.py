@@ -1,14 +1,14 @@
 """Rollout metrics computed in the library: the same numbers live (end of ng_collect_rollouts) and offline
-(ng_aggregate_rollouts), streamed over the rows with a few numeric columns in memory.
+(ng_aggregate_rollouts), streamed over the rows in constant memory plus 24 bytes per task.
 
-`accumulator` (per-agent columns and their statistics), `estimators` (pass@k, majority@k, bootstrap),
-`report` (the HTML report).
+`accumulator` (per-agent statistics, a block of tasks at a time), `spill` (a field's values on disk, exact median),
+`estimators` (pass@k, majority@k, bootstrap), `report` (the HTML report).
 """
 
-from nemo_gym.metrics.accumulator import AgentColumns, AgentMetrics, compact_row, iter_groups
+from nemo_gym.metrics.accumulator import AgentAccumulator, AgentMetrics, compact_row, iter_groups
 from nemo_gym.metrics.estimators import bootstrap_ci, k_ladder, majority_at_k, pass_at_k
 
 __all__ = [
-    "AgentColumns", "AgentMetrics", "bootstrap_ci", "compact_row", "iter_groups", "k_ladder", "majority_at_k",
+    "AgentAccumulator", "AgentMetrics", "bootstrap_ci", "compact_row", "iter_groups", "k_ladder", "majority_at_k",
     "pass_at_k",
 ]

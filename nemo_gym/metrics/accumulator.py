@@ -1,20 +1,29 @@
-"""Per-agent metrics over a stream of rollout rows, kept as flat numeric columns.
+"""Per-agent metrics over a stream of rollout rows, in constant memory however many rows there are.
 
-Why columns and not running sums: medians, per-task statistics, pass@k, majority@k and the bootstrap all need the
-values themselves. A column holds 8 bytes per value (an `array('d')`, not Python floats at 32 bytes each), so 1M
-rollouts with 5 numeric fields cost about 56 MB including the keys — exact medians, no sketch error. Everything is
-computed at the end with numpy over rows in key order, so the numbers do not depend on the order rows were written
-in: live aggregation and ng_aggregate_rollouts over the same rows agree to the last bit.
+Rows arrive in key order, so a task's rollouts are contiguous and a block of whole tasks can be summarised as soon
+as the next task begins: per-task statistics go to a file as JSON lines, each numeric field's values to a file of
+their own (`spill.ValueFile`: exact median without holding them). What pass@k and the bootstrap need is counted
+per distinct outcome, not kept per task: tasks per (scored, correct) pair, and per (reward sum, scored) pair while
+rewards take few values (0/1 rewards do; otherwise the per-task sums are read back from disk for the bootstrap).
+majority@k is counted block by block. Blocks fall on the same rows whoever feeds them, so live aggregation and
+ng_aggregate_rollouts over the same rows agree to the last bit.
 """
 
 import math
+import tempfile
+from collections import Counter
 from array import array
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+import orjson
 
-from nemo_gym.metrics.estimators import bootstrap_ci, k_ladder, majority_at_k, pass_at_k
+from nemo_gym.metrics.estimators import (
+    CATEGORY_LIMIT, bootstrap_ci, bootstrap_ci_of_categories, k_ladder, majority_at_k, pass_at_k,
+)
+from nemo_gym.metrics.spill import ValueFile
 
 TASK_INDEX = "_ng_task_index"
 ROLLOUT_INDEX = "_ng_rollout_index"
@@ -28,38 +37,58 @@ HISTOGRAM_BINS = 20
 # longer ones are transcripts, which the hook does not get.
 COMPACT_STRING_CHARS = 256
 _NUMBER_TYPES = frozenset({float, int, bool})
-_BLOCK_ROWS = 1 << 16  # rows per block of per-task statistics: bounds numpy temporaries to a few MB
+_BLOCK_ROWS = 1 << 16  # rows held before a block of whole tasks is summarised: a few MB of numpy temporaries
 
 
 @dataclass
 class AgentMetrics:
-    """The finished metrics of one agent: the flat `agent_metrics`, per-task rows and the data plots need."""
+    """The finished metrics of one agent: the flat `agent_metrics`, the per-task file and the data plots need."""
 
     agent_metrics: dict[str, float]
-    group_columns: dict[str, np.ndarray] = field(default_factory=dict)  # per-task statistics, one array per name
+    groups_path: Path  # per-task statistics, one JSON object per line in task order (read with `iter_groups`)
     reward_histogram: tuple[list[float], list[int]] = ([], [])  # bin edges, counts
     pass_at_k: dict[int, float] = field(default_factory=dict)
+    work_dir: Any = None  # the TemporaryDirectory holding `groups_path`: it lives as long as this result
 
 
-class AgentColumns:
-    """Collects one agent's rollouts (fed in key order, each key once) as numeric columns."""
+class AgentAccumulator:
+    """Collects one agent's rollouts, fed in key order and each key once; `finish` computes the metrics."""
 
-    def __init__(self) -> None:
+    def __init__(self, work_dir: Path | None = None) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="ng_metrics_", dir=work_dir)
+        self._groups = open(Path(self._dir.name) / "groups.jsonl", "wb", buffering=1 << 20)
         self.rows = 0
-        self.tasks = array("q")
-        self.columns: dict[str, array] = {}
-        self.answers = array("q")  # id of the extracted answer, -1 when there is none
+        self.tasks = 0
+        # The pending block: rows of tasks not yet summarised.
+        self._tasks = array("q")
+        self._columns: dict[str, array] = {}
+        self._answers = array("q")  # answer id within its task, -1 when there is none
         self._answer_ids: dict[str, int] = {}  # of the current task
+        # Kept for the whole run: every count is per distinct value, not per task, so memory stays flat.
+        self._values: dict[str, ValueFile] = {}
+        self._outcomes: Counter[tuple[int, int]] = Counter()  # (scored rollouts, correct ones) -> tasks
+        self._categories: Counter[tuple[float, int]] | None = Counter()  # (reward sum, scored) -> tasks
+        self._task_totals = ValueFile(Path(self._dir.name) / "task_totals.f64")  # reward sum, scored; per task
+        self._largest_task = 0
+        self._majority: dict[int, list[float]] = {}  # k -> [score sum, tasks used]
 
     def add(self, row: dict[str, Any]) -> None:
         """Record `row`: its task, every numeric field and its extracted answer (this runs once per rollout, so
-        non-finite values are masked later, in `_column`, with numpy)."""
-        n = self.rows
-        columns = self.columns
+        non-finite values are masked later, with numpy)."""
+        task = row[TASK_INDEX]
+        n = len(self._tasks)
+        if n and task != self._tasks[-1]:
+            self._answer_ids.clear()  # votes are counted within a task, so ids need only be unique within one
+            if n >= _BLOCK_ROWS:
+                self._flush()
+                n = 0
+        columns = self._columns
         for key, value in row.items():
-            if type(value) in _NUMBER_TYPES and not key.startswith(INTERNAL_PREFIX):
+            if type(value) in _NUMBER_TYPES:
                 column = columns.get(key)
                 if column is None:
+                    if key.startswith(INTERNAL_PREFIX):
+                        continue
                     column = columns[key] = array("d")
                 if len(column) != n:
                     column.extend(array("d", [math.nan]) * (n - len(column)))
@@ -67,34 +96,86 @@ class AgentColumns:
                     column.append(value)
                 except OverflowError:  # an int beyond float range
                     column.append(math.nan)
-        task = row[TASK_INDEX]
-        if n and task != self.tasks[-1]:
-            self._answer_ids.clear()  # votes are counted within a task, so ids need only be unique within one
         answer = row.get(EXTRACTED_ANSWER)
-        self.answers.append(-1 if answer is None else self._answer_ids.setdefault(str(answer), len(self._answer_ids)))
-        self.tasks.append(task)
-        self.rows = n + 1
+        self._answers.append(-1 if answer is None else self._answer_ids.setdefault(str(answer), len(self._answer_ids)))
+        self._tasks.append(task)
+        self.rows += 1
+
+    def _flush(self) -> None:
+        """Summarise the pending block (whole tasks only: `add` flushes just before a new task starts)."""
+        tasks = np.frombuffer(self._tasks, dtype=np.int64)
+        total = len(tasks)
+        if not total:
+            return
+        starts = np.flatnonzero(np.r_[True, tasks[1:] != tasks[:-1]])
+        sizes = np.diff(np.r_[starts, total])
+        group_of_row = np.repeat(np.arange(len(starts)), sizes)
+        groups: dict[str, np.ndarray] = {TASK_INDEX: tasks[starts], "num_rollouts": sizes}
+        rewards = None
+        for name in sorted(self._columns):
+            column = self._columns[name]
+            if len(column) < total:
+                column.extend(array("d", [math.nan]) * (total - len(column)))
+            values = np.frombuffer(column, dtype=np.float64)
+            values = np.where(np.isfinite(values), values, math.nan)
+            if name not in self._values:
+                self._values[name] = ValueFile(Path(self._dir.name) / f"{len(self._values)}.f64")
+            self._values[name].append(values)
+            for stat, per_task in _per_task(values, starts, group_of_row).items():
+                groups[f"{stat}/{name}"] = per_task
+            if name == REWARD:
+                rewards = values
+        _write_groups(self._groups, groups)
+        if rewards is None:
+            rewards = np.full(total, math.nan)
+        valid = np.isfinite(rewards)
+        self._count_outcomes(rewards, valid, starts)
+        answers = np.frombuffer(self._answers, dtype=np.int64)
+        if (answers >= 0).any():
+            self._count_majority(group_of_row, starts, sizes, answers, np.where(valid, rewards, 0.0))
+        self._largest_task = max(self._largest_task, int(sizes.max()))
+        self.tasks += len(starts)
+        self._tasks, self._columns, self._answers = array("q"), {}, array("q")
+
+    def _count_outcomes(self, rewards: np.ndarray, valid: np.ndarray, starts: np.ndarray) -> None:
+        """Per scored task of the block, count its (scored, correct) outcome for pass@k and its (reward sum,
+        scored) category for the bootstrap; the sums also go to disk, for when rewards take too many values."""
+        scored = np.add.reduceat(valid.astype(np.int64), starts)
+        correct = np.add.reduceat((valid & (rewards >= CORRECT_REWARD)).astype(np.int64), starts)
+        sums = np.add.reduceat(np.where(valid, rewards, 0.0), starts)
+        keep = scored > 0
+        scored, correct, sums = scored[keep], correct[keep], sums[keep]
+        self._outcomes.update(_pair_counts(scored, correct))
+        if self._categories is not None:
+            self._categories.update(_pair_counts(sums, scored))
+            if len(self._categories) > CATEGORY_LIMIT:
+                self._categories = None
+        self._task_totals.append(np.stack([sums, scored.astype(np.float64)], axis=1).ravel())
+
+    def _count_majority(self, group_of_row: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+                        answers: np.ndarray, scores: np.ndarray) -> None:
+        """Add this block's majority@k votes for every k the final ladder can hold: the final ladder is that of the
+        run's largest task, so each of its k is either a power of two (counted in every block with a task that
+        large) or that size itself (counted in the blocks holding such tasks; other blocks have none to count)."""
+        positions = np.arange(len(answers)) - starts[group_of_row]
+        largest = int(sizes.max())
+        for k in k_ladder(largest)[1:]:
+            score, used = majority_at_k(group_of_row, positions, answers, scores, sizes, k)
+            if used:
+                entry = self._majority.setdefault(k, [0.0, 0])
+                entry[0] += score * used
+                entry[1] += used
 
     def finish(self, failures_by_class: dict[str, int] | None = None) -> AgentMetrics:
-        """Every statistic; per-task ones a block of whole tasks at a time, so temporaries stay a few megabytes."""
-        tasks = np.frombuffer(self.tasks, dtype=np.int64)
-        total = len(tasks)
-        starts = np.flatnonzero(np.r_[True, tasks[1:] != tasks[:-1]]) if total else np.array([], np.int64)
-        names = sorted(self.columns)
-        columns = {name: self._column(name) for name in names}
-        metrics: dict[str, float] = {"num_rollouts": float(self.rows), "num_tasks": float(len(starts))}
-        for name in names:
-            metrics.update(_overall(name, columns[name]))
-        parts: dict[str, list[np.ndarray]] = {}
-        for lo, hi, local_starts, group_of_row in _task_blocks(starts, total):
-            for name in names:
-                for stat, per_task in _per_task(_finite(columns[name][lo:hi]), local_starts, group_of_row).items():
-                    parts.setdefault(f"{stat}/{name}", []).append(per_task)
-        result = AgentMetrics(metrics)
-        result.group_columns = {TASK_INDEX: tasks[starts], "num_rollouts": np.diff(np.r_[starts, total]),
-                                **{name: np.concatenate(arrays) for name, arrays in parts.items()}}
-        if REWARD in columns and np.isfinite(columns[REWARD]).any():
-            self._reward_metrics(result, columns[REWARD], starts)
+        self._flush()
+        self._groups.close()
+        metrics: dict[str, float] = {"num_rollouts": float(self.rows), "num_tasks": float(self.tasks)}
+        overall = {name: self._values[name].statistics() for name in sorted(self._values)}
+        for name, stats in overall.items():
+            metrics.update({f"{stat}/{name}": stats[stat] for stat in STATS if stat in stats})
+        result = AgentMetrics(metrics, Path(self._dir.name) / "groups.jsonl", work_dir=self._dir)
+        if self._outcomes:
+            self._reward_metrics(result, overall[REWARD])
         failed = sum((failures_by_class or {}).values())
         metrics["num_failed"] = float(failed)
         metrics["failure_rate"] = failed / (self.rows + failed) if self.rows + failed else 0.0
@@ -103,83 +184,70 @@ class AgentColumns:
             metrics[f"failure_rate/{failure_class}"] = count / (self.rows + failed)
         return result
 
-    def _column(self, name: str) -> np.ndarray:
-        """The raw column, NaN-padded to every row (non-finite values still in it)."""
-        column = self.columns[name]
-        if len(column) < self.rows:
-            column.extend(array("d", [math.nan]) * (self.rows - len(column)))
-        return np.frombuffer(column, dtype=np.float64)
+    def close(self) -> None:
+        """Remove the work files (the per-task file of a finished result included)."""
+        self._groups.close()
+        self._dir.cleanup()
 
-    def _reward_metrics(self, result: AgentMetrics, rewards: np.ndarray, starts: np.ndarray) -> None:
-        """pass@k, pass@1[avg-of-k], majority@k, the bootstrap interval and the histogram; all from rewards."""
+    def _reward_metrics(self, result: AgentMetrics, reward_stats: dict[str, float]) -> None:
+        """pass@k, pass@1[avg-of-k], majority@k, the bootstrap interval and the histogram."""
         metrics = result.agent_metrics
-        n_parts, c_parts, sum_parts = [], [], []
-        for lo, hi, local_starts, _ in _task_blocks(starts, len(rewards)):
-            block = rewards[lo:hi]
-            valid = np.isfinite(block)
-            n_parts.append(np.add.reduceat(valid.astype(np.int64), local_starts))
-            c_parts.append(np.add.reduceat((valid & (block >= CORRECT_REWARD)).astype(np.int64), local_starts))
-            sum_parts.append(np.add.reduceat(np.where(valid, block, 0.0), local_starts))
-        n, c, sums = np.concatenate(n_parts), np.concatenate(c_parts), np.concatenate(sum_parts)
-        scored = n > 0
+        outcomes = sorted(self._outcomes.items())
+        n = np.array([scored for (scored, _), _ in outcomes])
+        c = np.array([correct for (_, correct), _ in outcomes])
+        tasks = np.array([count for _, count in outcomes])
         max_n = int(n.max())
         for k in k_ladder(max_n):
-            per_task = pass_at_k(n[scored], c[scored], k)
-            used = int(np.isfinite(per_task).sum())
-            result.pass_at_k[k] = float(np.nanmean(per_task)) if used else math.nan
+            per_outcome = pass_at_k(n, c, k)
+            usable = np.isfinite(per_outcome)
+            used = int(tasks[usable].sum())
+            result.pass_at_k[k] = float((per_outcome[usable] * tasks[usable]).sum() / used) if used else math.nan
             metrics[f"pass@{k}"] = result.pass_at_k[k]
             metrics[f"pass@{k}/num_tasks"] = float(used)
-        metrics[f"pass@1[avg-of-{max_n}]"] = float(np.mean(c[scored] / n[scored]))
-        if (np.frombuffer(self.answers, dtype=np.int64) >= 0).any():
-            metrics.update(self._majority(rewards, starts, max_n))
-        low, high = bootstrap_ci(sums[scored], n[scored])
+        metrics[f"pass@1[avg-of-{max_n}]"] = float((tasks * c / n).sum() / tasks.sum())
+        for k in k_ladder(self._largest_task)[1:]:
+            if k in self._majority:
+                score_sum, used = self._majority[k]
+                metrics[f"majority@{k}"] = score_sum / used
+                metrics[f"majority@{k}/num_tasks"] = float(used)
+        if self._categories is not None:
+            categories = sorted(self._categories.items())
+            low, high = bootstrap_ci_of_categories(np.array([total for (total, _), _ in categories]),
+                                                   np.array([float(scored) for (_, scored), _ in categories]),
+                                                   np.array([count for _, count in categories]))
+        else:  # rewards with many distinct values: resample the tasks themselves
+            totals = np.fromfile(self._task_totals.path, dtype=np.float64).reshape(-1, 2)
+            low, high = bootstrap_ci(totals[:, 0], totals[:, 1])
         metrics[f"ci95_low/{REWARD}"] = low
         metrics[f"ci95_high/{REWARD}"] = high
-        finite = rewards[np.isfinite(rewards)]
-        low_edge, high_edge = float(finite.min()), float(finite.max())
+        low_edge, high_edge = reward_stats["min"], reward_stats["max"]
         if high_edge == low_edge:
             high_edge = low_edge + 1.0
-        counts, edges = np.histogram(finite, bins=HISTOGRAM_BINS, range=(low_edge, high_edge))
-        result.reward_histogram = (edges.tolist(), counts.tolist())
-
-    def _majority(self, rewards: np.ndarray, starts: np.ndarray, max_n: int) -> dict[str, float]:
-        """majority@k over each task's first k rollouts (key order); tasks with fewer than k rollouts are left out."""
-        answers = np.frombuffer(self.answers, dtype=np.int64)
-        ks = k_ladder(max_n)[1:]
-        score_sums, used = dict.fromkeys(ks, 0.0), dict.fromkeys(ks, 0)
-        for lo, hi, local_starts, group_of_row in _task_blocks(starts, len(answers)):
-            sizes = np.diff(np.r_[local_starts, hi - lo])
-            positions = np.arange(hi - lo) - local_starts[group_of_row]
-            scores = np.nan_to_num(rewards[lo:hi], nan=0.0, posinf=0.0, neginf=0.0)
-            for k in ks:
-                score, block_used = majority_at_k(group_of_row, positions, answers[lo:hi], scores, sizes, k)
-                if block_used:
-                    score_sums[k] += score * block_used
-                    used[k] += block_used
-        out: dict[str, float] = {}
-        for k in ks:
-            if used[k]:
-                out[f"majority@{k}"] = score_sums[k] / used[k]
-                out[f"majority@{k}/num_tasks"] = float(used[k])
-        return out
+        result.reward_histogram = self._values[REWARD].histogram(HISTOGRAM_BINS, low_edge, high_edge)
 
 
-def _task_blocks(starts: np.ndarray, total: int,
-                 rows: int = _BLOCK_ROWS) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
-    """(first row, end row, task starts within the block, task number of each row) for blocks of whole tasks of
-    about `rows` rows each (a task larger than that is a block of its own)."""
-    first = 0
-    while first < len(starts):
-        lo = int(starts[first])
-        end = max(first + 1, int(np.searchsorted(starts, lo + rows, side="left")))
-        hi = int(starts[end]) if end < len(starts) else total
-        local_starts = starts[first:end] - lo
-        yield lo, hi, local_starts, np.repeat(np.arange(end - first), np.diff(np.r_[local_starts, hi - lo]))
-        first = end
+def _pair_counts(first: np.ndarray, second: np.ndarray) -> dict[tuple[Any, Any], int]:
+    """{(first[i], second[i]): how many i} for one block, counted with numpy."""
+    pairs, counts = np.unique(np.stack([first.astype(np.float64), second.astype(np.float64)]), axis=1,
+                              return_counts=True)
+    kinds = (first.dtype.type, second.dtype.type)
+    return {(kinds[0](a).item(), kinds[1](b).item()): int(n) for a, b, n in zip(pairs[0], pairs[1], counts)}
 
 
-def _finite(values: np.ndarray) -> np.ndarray:
-    return np.where(np.isfinite(values), values, math.nan)
+def _write_groups(out: Any, columns: dict[str, np.ndarray]) -> None:
+    """One JSON line per task from per-task columns; NaN means the task has no value for that statistic."""
+    names = list(columns)
+    lists = [columns[name].tolist() for name in names]
+    for values in zip(*lists):
+        out.write(orjson.dumps({name: value for name, value in zip(names, values) if value == value},
+                               option=orjson.OPT_APPEND_NEWLINE))
+
+
+def iter_groups(path: Path) -> Iterator[dict[str, Any]]:
+    """The per-task statistics of a finished result, one dict per task in task order."""
+    with open(path, "rb") as file:
+        for line in file:
+            yield orjson.loads(line)
 
 
 def compact_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -194,19 +262,6 @@ def compact_row(row: dict[str, Any]) -> dict[str, Any]:
         ):
             compact[key] = value
     return compact
-
-
-def _overall(name: str, values: np.ndarray) -> dict[str, float]:
-    finite = values[np.isfinite(values)]
-    if not len(finite):
-        return {}
-    return {
-        f"mean/{name}": float(finite.mean()),
-        f"std/{name}": float(finite.std()),
-        f"min/{name}": float(finite.min()),
-        f"max/{name}": float(finite.max()),
-        f"median/{name}": float(np.median(finite)),
-    }
 
 
 def _per_task(values: np.ndarray, starts: np.ndarray, group_of_row: np.ndarray) -> dict[str, np.ndarray]:
@@ -226,13 +281,3 @@ def _per_task(values: np.ndarray, starts: np.ndarray, group_of_row: np.ndarray) 
     median = (lower + upper) / 2
     missing = counts == 0
     return {stat: np.where(missing, np.nan, array_) for stat, array_ in zip(STATS, (mean, std, low, high, median))}
-
-
-def iter_groups(columns: dict[str, np.ndarray], block: int = 1 << 14) -> Iterator[dict[str, Any]]:
-    """One dict per task from per-task columns, converted a block at a time (there can be a million tasks)."""
-    names = list(columns)
-    total = len(columns[TASK_INDEX]) if columns else 0
-    for start in range(0, total, block):
-        lists = [columns[name][start:start + block].tolist() for name in names]
-        for values in zip(*lists):
-            yield {name: value for name, value in zip(names, values) if value == value}  # NaN: no value

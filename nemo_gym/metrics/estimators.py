@@ -13,7 +13,7 @@ import numpy as np
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0
 # Above this many distinct (task sum, task count) pairs the bootstrap resamples task indices instead of categories.
-_CATEGORY_LIMIT = 4096
+CATEGORY_LIMIT = 4096
 _RESAMPLE_BLOCK = 4_000_000  # indices drawn per block, to bound the bootstrap's memory
 
 
@@ -77,22 +77,35 @@ def bootstrap_ci(task_sums: np.ndarray, task_counts: np.ndarray, level: float = 
 
     Tasks, not rollouts, are resampled because rollouts of one task are correlated: resampling rollouts would
     understate the uncertainty. A fixed seed makes the interval, and so the metrics file, reproducible.
-    Resampling tasks is the same as drawing a multinomial over the distinct (sum, count) pairs, which for 0/1
-    rewards are few: that path costs O(pairs) per resample instead of O(tasks), and gives the same distribution.
     """
+    pairs, weights = np.unique(np.stack([task_sums, task_counts.astype(np.float64)]), axis=1, return_counts=True)
+    if pairs.shape[1] <= CATEGORY_LIMIT:
+        return bootstrap_ci_of_categories(pairs[0], pairs[1], weights, level, resamples, seed)
     rng = np.random.default_rng(seed)
     tasks = len(task_sums)
-    pairs, weights = np.unique(np.stack([task_sums, task_counts.astype(np.float64)]), axis=1, return_counts=True)
-    if pairs.shape[1] <= _CATEGORY_LIMIT:
-        draws = rng.multinomial(tasks, weights / tasks, size=resamples)
-        means = (draws @ pairs[0]) / (draws @ pairs[1])
-    else:
-        means = np.empty(resamples)
-        block = max(1, _RESAMPLE_BLOCK // tasks)
-        for start in range(0, resamples, block):
-            size = min(block, resamples - start)
-            picks = rng.integers(0, tasks, size=(size, tasks))
-            means[start:start + size] = task_sums[picks].sum(axis=1) / task_counts[picks].sum(axis=1)
+    means = np.empty(resamples)
+    block = max(1, _RESAMPLE_BLOCK // tasks)
+    for start in range(0, resamples, block):
+        size = min(block, resamples - start)
+        picks = rng.integers(0, tasks, size=(size, tasks))
+        means[start:start + size] = task_sums[picks].sum(axis=1) / task_counts[picks].sum(axis=1)
+    return _percentiles(means, level)
+
+
+def bootstrap_ci_of_categories(sums: np.ndarray, counts: np.ndarray, weights: np.ndarray, level: float = 0.95,
+                               resamples: int = BOOTSTRAP_RESAMPLES,
+                               seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """`bootstrap_ci` when tasks fall into few distinct (reward sum, rollout count) categories, as 0/1 rewards do:
+    `weights` tasks have the sum `sums[i]` over `counts[i]` rollouts. Resampling tasks is then a multinomial draw
+    over the categories, the same distribution at O(categories) cost and memory. Given the categories sorted by
+    (sum, count), the interval equals `bootstrap_ci` over the tasks themselves."""
+    tasks = int(weights.sum())
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(tasks, weights / tasks, size=resamples)
+    return _percentiles((draws @ sums) / (draws @ counts), level)
+
+
+def _percentiles(means: np.ndarray, level: float) -> tuple[float, float]:
     alpha = (1.0 - level) / 2
     low, high = np.quantile(means, [alpha, 1.0 - alpha])
     return float(low), float(high)

@@ -23,7 +23,7 @@ import orjson
 
 from nemo_gym.errors import InputDataError, NemoGymError
 from nemo_gym.http_client import RetryPolicy
-from nemo_gym.metrics.accumulator import AgentColumns, AgentMetrics, compact_row, iter_groups
+from nemo_gym.metrics.accumulator import AgentAccumulator, AgentMetrics, compact_row, iter_groups
 from nemo_gym.metrics.report import AgentReport, write_report
 from nemo_gym.resources_servers.metrics import headline_metrics
 from nemo_gym.rollout_collection.shards import ReadStats, failures_sidecar, iter_unique_lines, read_failures
@@ -65,14 +65,15 @@ def _agent_of(row: Any, line: bytes) -> str:
     return ref["name"]
 
 
-def _rows_body(files: Sequence[Path], agent: str, agent_metrics: dict[str, float]) -> AsyncIterator[bytes]:
+def _rows_body(files: Sequence[Path], agent: str, agent_metrics: dict[str, float],
+               work_dir: Path) -> AsyncIterator[bytes]:
     """`{"agent_metrics": {...}, "rows": [compact rows of `agent`]}`, produced in chunks by a second pass over the
     files: only environments that ask for rows pay for it, and nothing is held in memory or spooled to disk."""
 
     async def chunks() -> AsyncIterator[bytes]:
         block = bytearray(b'{"agent_metrics":' + orjson.dumps(agent_metrics) + b',"rows":[')
         first = True
-        for line in iter_unique_lines(files, ReadStats()):
+        for line in iter_unique_lines(files, ReadStats(), work_dir):
             row = orjson.loads(line)
             if _agent_of(row, line) != agent:
                 continue
@@ -113,11 +114,11 @@ async def _post(client: aiohttp.ClientSession, url: str, body: Callable[[], byte
 
 
 async def _environment_metrics(client: aiohttp.ClientSession, url: str, files: Sequence[Path], agent: str,
-                               agent_metrics: dict[str, float]) -> dict[str, Any]:
+                               agent_metrics: dict[str, float], work_dir: Path) -> dict[str, Any]:
     """The environment's answer to the library's metrics; the compact rows go only to one that asks for them."""
     answer = await _post(client, url, lambda: orjson.dumps({"agent_metrics": agent_metrics}))
     if isinstance(answer, dict) and answer.get("needs_rows"):
-        answer = await _post(client, url, lambda: _rows_body(files, agent, agent_metrics))
+        answer = await _post(client, url, lambda: _rows_body(files, agent, agent_metrics, work_dir))
     if not isinstance(answer, dict):
         raise NemoGymError(f"{url} did not answer with a JSON object")
     return answer
@@ -129,7 +130,7 @@ def _merged_groups(library: AgentMetrics, answer_groups: Any) -> Iterator[dict[s
     for entry in answer_groups if isinstance(answer_groups, list) else []:
         if isinstance(entry, dict):
             extra.setdefault(entry.get(TASK_INDEX), {}).update(entry)
-    for group in iter_groups(library.group_columns):
+    for group in iter_groups(library.groups_path):
         group.update(extra.pop(group[TASK_INDEX], {}))
         yield group
     yield from extra.values()
@@ -160,19 +161,17 @@ class AggregateResult:
     duplicates: int
 
 
-def _read_rows(files: Sequence[Path], stats: ReadStats,
-               failures: dict[tuple[int, int], tuple[bytes, str, str]]) -> dict[str, AgentColumns]:
-    """One pass over the rows: numeric columns per agent; failures that later succeeded are forgotten."""
-    columns: dict[str, AgentColumns] = {}
-    for line in iter_unique_lines(files, stats):
+def _read_rows(files: Sequence[Path], stats: ReadStats, failures: dict[tuple[int, int], tuple[bytes, str, str]],
+               accumulators: dict[str, AgentAccumulator], work_dir: Path) -> None:
+    """One pass over the rows into one accumulator per agent; failures that later succeeded are forgotten."""
+    for line in iter_unique_lines(files, stats, work_dir):
         row = orjson.loads(line)
         agent = _agent_of(row, line)
-        agent_columns = columns.get(agent)
-        if agent_columns is None:
-            agent_columns = columns[agent] = AgentColumns()
-        agent_columns.add(row)
+        accumulator = accumulators.get(agent)
+        if accumulator is None:
+            accumulator = accumulators[agent] = AgentAccumulator(work_dir)
+        accumulator.add(row)
         failures.pop((row[TASK_INDEX], row[ROLLOUT_INDEX]), None)
-    return columns
 
 
 async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers: ServerClient,
@@ -182,9 +181,10 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
     tmp = metrics_path.with_name(metrics_path.name + ".tmp")
     stats = ReadStats()
     failures = read_failures(files)
+    accumulators: dict[str, AgentAccumulator] = {}
     try:
-        columns = _read_rows(files, stats, failures)
-        if not columns:
+        _read_rows(files, stats, failures, accumulators, metrics_path.parent)
+        if not accumulators:
             raise NemoGymError(f"no rollouts to aggregate in {', '.join(map(str, files))}")
         if stats.duplicates:
             print(f"warning: dropped {stats.duplicates} duplicate rollouts (identical copies of one key) found in "
@@ -192,7 +192,7 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
         failed_by_agent: dict[str, Counter] = defaultdict(Counter)
         for _, agent, failure_class in failures.values():
             failed_by_agent[agent][failure_class] += 1
-        agents = sorted(columns)
+        agents = sorted(accumulators)
         urls = {agent: await servers.url(agent) for agent in agents}
         summaries, reports = [], []
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=5.0, sock_read=http_timeout_s)
@@ -200,10 +200,12 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
             with open(tmp, "wb") as out:
                 out.write(b"[\n")
                 for i, agent in enumerate(agents):
-                    print(f"aggregating {columns[agent].rows} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
-                    library = columns.pop(agent).finish(dict(failed_by_agent.get(agent, {})))
+                    accumulator = accumulators[agent]
+                    print(f"aggregating {accumulator.rows} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
+                    library = accumulator.finish(dict(failed_by_agent.get(agent, {})))
                     url = f"{urls[agent]}/aggregate_metrics"
-                    answer = await _environment_metrics(client, url, files, agent, library.agent_metrics)
+                    answer = await _environment_metrics(client, url, files, agent, library.agent_metrics,
+                                                        metrics_path.parent)
                     agent_metrics = {**library.agent_metrics, **(answer.get("agent_metrics") or {})}
                     key_metrics = answer.get("key_metrics") or headline_metrics(agent_metrics)
                     if i:
@@ -214,10 +216,13 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
                                       "key_metrics": key_metrics})
                     reports.append(AgentReport(agent, key_metrics, agent_metrics, library.pass_at_k,
                                                library.reward_histogram, dict(failed_by_agent.get(agent, {}))))
+                    accumulator.close()
                 out.write(b"\n]\n")
         os.replace(tmp, metrics_path)
     finally:
         tmp.unlink(missing_ok=True)
+        for accumulator in accumulators.values():
+            accumulator.close()
     notes = [f"{len(files)} rollout file(s): " + ", ".join(map(str, files))]
     if stats.duplicates:
         notes.append(f"{stats.duplicates} duplicate rollouts (identical copies) dropped")
@@ -242,7 +247,7 @@ def merge_shards(files: Sequence[Path], dest: Path) -> MergeStats:
     tmp = dest.with_name(dest.name + ".tmp")
     try:
         with open(tmp, "wb", buffering=1 << 20) as out:
-            for line in iter_unique_lines(files, read):
+            for line in iter_unique_lines(files, read, dest.parent):
                 out.write(line)
                 failures.pop(row_key(line), None)
         os.replace(tmp, dest)

@@ -1,12 +1,14 @@
 """Reading rollout files for aggregation: every key once, in key order, over any number of shard files.
 
 Shards are written in completion order, so key order needs an index: one (task, rollout, file, offset, length)
-entry of 32 bytes per row in numpy arrays, never the rows. Rows are then read back one at a time by offset. A key
+entry of 40 bytes per row, never the rows, sorted in memory for up to 262,144 rows and as an external merge sort
+(sorted runs on disk, merged a block at a time) beyond that. Rows are then read back one at a time by offset. A key
 found in two places is dropped when both lines hold the same rollout (a shard re-run after a requeue), and is an
 error naming both files when they differ: then the shards come from different runs and no merge is right.
 """
 
 import os
+import tempfile
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,10 @@ from nemo_gym.errors import InputDataError
 from nemo_gym.rollout_collection.keys import AGENT_REF, row_key
 
 FAILURES_SUFFIX = "_failures.jsonl"
-_BLOCK = 1 << 16
+_BLOCK = 1 << 16  # index entries turned into Python ints at a time
+_RUN_ROWS = 1 << 18  # index entries sorted in memory (10 MiB); more rows are sorted in runs of this size on disk
+_MERGE_BLOCK = 1 << 14  # entries read from each run at a time while merging
+_ENTRY = np.dtype([("task", "<i8"), ("rollout", "<i8"), ("file", "<i8"), ("offset", "<i8"), ("length", "<i8")])
 
 
 @dataclass
@@ -29,46 +34,101 @@ class ReadStats:
     duplicate_files: set[str] = field(default_factory=set)
 
 
-def _index(files: Sequence[Path]) -> tuple[np.ndarray, ...]:
-    tasks, rollouts, file_nos, offsets, lengths = array("q"), array("q"), array("i"), array("q"), array("i")
-    for file_no, path in enumerate(files):
-        offset = 0
-        with open(path, "rb") as file:
-            for line_no, line in enumerate(file, start=1):
-                if line.strip():
-                    key = row_key(line)
-                    if key is None:
-                        raise InputDataError(
-                            f"{path}:{line_no}: not a rollout row (no _ng_task_index/_ng_rollout_index)"
-                        )
-                    tasks.append(key[0])
-                    rollouts.append(key[1])
-                    file_nos.append(file_no)
-                    offsets.append(offset)
-                    lengths.append(len(line))
-                offset += len(line)
-    return (np.frombuffer(tasks, np.int64), np.frombuffer(rollouts, np.int64), np.frombuffer(file_nos, np.int32),
-            np.frombuffer(offsets, np.int64), np.frombuffer(lengths, np.int32))
+def _sort(entries: np.ndarray) -> np.ndarray:
+    return entries[np.lexsort((entries["offset"], entries["file"], entries["rollout"], entries["task"]))]
+
+
+def _at_most(entries: np.ndarray, bound: np.void) -> int:
+    """How many of the sorted `entries` are <= `bound` in (task, rollout, file, offset) order (they are a prefix)."""
+    t, r, f, o = entries["task"], entries["rollout"], entries["file"], entries["offset"]
+    bt, br, bf, bo = bound["task"], bound["rollout"], bound["file"], bound["offset"]
+    before = (t < bt) | ((t == bt) & ((r < br) | ((r == br) & ((f < bf) | ((f == bf) & (o <= bo))))))
+    return int(before.sum())
+
+
+class _KeyIndex:
+    """(task, rollout, file, offset, length) of every row, sorted: in memory up to _RUN_ROWS rows, beyond that as
+    sorted runs in `work_dir` merged on the way out, so memory stays flat however many rows there are."""
+
+    def __init__(self, files: Sequence[Path], work_dir: Path | None) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="ng_index_", dir=work_dir)
+        self._runs: list[Path] = []
+        self._last = np.empty(0, _ENTRY)
+        entries = array("q")  # the five fields of each entry in a row: one extend per line
+        for file_no, path in enumerate(files):
+            offset = 0
+            with open(path, "rb") as file:
+                for line_no, line in enumerate(file, start=1):
+                    if not line.isspace():
+                        key = row_key(line)
+                        if key is None:
+                            raise InputDataError(
+                                f"{path}:{line_no}: not a rollout row (no _ng_task_index/_ng_rollout_index)"
+                            )
+                        entries.extend((key[0], key[1], file_no, offset, len(line)))
+                        if len(entries) >= 5 * _RUN_ROWS:
+                            self._spill(entries)
+                            entries = array("q")
+                    offset += len(line)
+        if not self._runs:
+            self._last = _sort(np.frombuffer(entries, _ENTRY))
+        elif len(entries):
+            self._spill(entries)
+
+    def _spill(self, entries: array) -> None:
+        path = Path(self._dir.name) / f"{len(self._runs)}.run"
+        _sort(np.frombuffer(entries, _ENTRY)).tofile(path)
+        self._runs.append(path)
+
+    def blocks(self) -> Iterator[np.ndarray]:
+        """Sorted entries, a block at a time."""
+        if not self._runs:
+            for start in range(0, len(self._last), _BLOCK):
+                yield self._last[start:start + _BLOCK]
+            return
+        handles = [open(path, "rb") for path in self._runs]
+        try:
+            buffers = [np.fromfile(handle, _ENTRY, _MERGE_BLOCK) for handle in handles]
+            drained = [len(buffer) < _MERGE_BLOCK for buffer in buffers]
+            while any(len(buffer) for buffer in buffers):
+                # Whatever is <= the smallest last entry of a run with more to read can be emitted now.
+                pending = [buffer[-1] for buffer, done in zip(buffers, drained) if not done]
+                bound = min(pending, key=lambda e: (e["task"], e["rollout"], e["file"], e["offset"])) if pending \
+                    else None
+                ready = []
+                for i, buffer in enumerate(buffers):
+                    cut = len(buffer) if bound is None else _at_most(buffer, bound)
+                    ready.append(buffer[:cut])
+                    buffers[i] = buffer[cut:]
+                    if not len(buffers[i]) and not drained[i]:
+                        buffers[i] = np.fromfile(handles[i], _ENTRY, _MERGE_BLOCK)
+                        drained[i] = len(buffers[i]) < _MERGE_BLOCK
+                yield _sort(np.concatenate(ready))
+        finally:
+            for handle in handles:
+                handle.close()
+
+    def close(self) -> None:
+        self._dir.cleanup()
 
 
 def _same_rollout(a: bytes, b: bytes) -> bool:
     return a.rstrip() == b.rstrip() or orjson.loads(a) == orjson.loads(b)
 
 
-def iter_unique_lines(files: Sequence[Path], stats: ReadStats) -> Iterator[bytes]:
-    """Every rollout line of `files` once, ordered by (task, rollout); the first copy of a key wins."""
-    tasks, rollouts, file_nos, offsets, lengths = _index(files)
-    order = np.lexsort((offsets, file_nos, rollouts, tasks))
+def iter_unique_lines(files: Sequence[Path], stats: ReadStats, work_dir: Path | None = None) -> Iterator[bytes]:
+    """Every rollout line of `files` once, ordered by (task, rollout); the first copy of a key wins. Sorted runs of
+    the key index go to `work_dir` (default: the system's temporary folder) when there are many rows."""
+    index = _KeyIndex(files, work_dir)
     # pread of exactly one line: a buffered seek + readline would refill an 8 KiB buffer for every row.
     fds = [os.open(path, os.O_RDONLY) for path in files]
     try:
         previous: tuple[int, int] | None = None
         kept_line, kept_file = b"", 0
-        for start in range(0, len(order), _BLOCK):
-            block = order[start:start + _BLOCK]  # Python ints for one block at a time, not for every row
+        for block in index.blocks():
             for task, rollout, file_no, offset, length in zip(
-                tasks[block].tolist(), rollouts[block].tolist(), file_nos[block].tolist(),
-                offsets[block].tolist(), lengths[block].tolist(),
+                block["task"].tolist(), block["rollout"].tolist(), block["file"].tolist(),
+                block["offset"].tolist(), block["length"].tolist(),
             ):
                 line = os.pread(fds[file_no], length, offset)
                 if (task, rollout) == previous:
@@ -86,6 +146,7 @@ def iter_unique_lines(files: Sequence[Path], stats: ReadStats) -> Iterator[bytes
     finally:
         for fd in fds:
             os.close(fd)
+        index.close()
 
 
 def failures_sidecar(rollouts: Path) -> Path:

@@ -9,7 +9,9 @@ import statistics
 import numpy as np
 import pytest
 
-from nemo_gym.metrics import AgentColumns, bootstrap_ci, compact_row, iter_groups, k_ladder, majority_at_k, pass_at_k
+from nemo_gym.metrics import (
+    AgentAccumulator, bootstrap_ci, compact_row, iter_groups, k_ladder, majority_at_k, pass_at_k,
+)
 
 
 def _brute_pass_at_k(n: int, c: int, k: int) -> float:
@@ -35,8 +37,8 @@ def test_k_ladder() -> None:
     assert k_ladder(1) == [1] and k_ladder(4) == [1, 2, 4] and k_ladder(6) == [1, 2, 4, 6]
 
 
-def _columns(rows: list[dict]) -> AgentColumns:
-    columns = AgentColumns()
+def _columns(rows: list[dict]) -> AgentAccumulator:
+    columns = AgentAccumulator()
     for row in sorted(rows, key=lambda r: (r["_ng_task_index"], r["_ng_rollout_index"])):
         columns.add(row)
     return columns
@@ -68,7 +70,7 @@ def test_agent_and_task_statistics_match_brute_force() -> None:
     assert m["median/tokens"] == statistics.median(tokens) and m["mean/tokens"] == pytest.approx(np.mean(tokens))
     assert m["std/tokens"] == pytest.approx(np.std(tokens)) and m["max/flag"] in (0.0, 1.0)
     assert not any("text" in k or "nested" in k for k in m)
-    groups = list(iter_groups(result.group_columns))
+    groups = list(iter_groups(result.groups_path))
     assert [g["_ng_task_index"] for g in groups] == list(range(7))
     for group in groups:
         values = [r["tokens"] for r in rows if r["_ng_task_index"] == group["_ng_task_index"] and "tokens" in r]
@@ -144,3 +146,51 @@ def test_bootstrap_is_reproducible_and_covers_the_mean() -> None:
     # Continuous rewards take the resampling path; its interval is just as reproducible.
     floats = rng.random(5000) * 4
     assert bootstrap_ci(floats, np.full(5000, 4)) == bootstrap_ci(floats, np.full(5000, 4))
+
+
+def test_small_blocks_give_the_same_metrics_as_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Per-task statistics, pass@k and majority@k are computed a block of whole tasks at a time; a run spanning
+    # many blocks must match one that fits in a single block.
+    rng = random.Random(7)
+    rows = []
+    for task in range(60):
+        for rollout in range(rng.choice([1, 3, 4, 6, 8])):
+            row = {"_ng_task_index": task, "_ng_rollout_index": rollout, "reward": float(rng.random() < 0.4),
+                   "extracted_answer": rng.choice([None, "1", "2", "3"]), "tokens": rng.randint(1, 50)}
+            if task > 40:
+                row["late_field"] = rng.random()  # a field that appears only in later blocks
+            if rng.random() < 0.05:
+                row["tokens"] = math.inf  # non-finite values are skipped, not counted
+            rows.append(row)
+    single = _columns(rows).finish()
+    monkeypatch.setattr("nemo_gym.metrics.accumulator._BLOCK_ROWS", 7)
+    blocked = _columns(rows).finish()
+    assert blocked.agent_metrics.keys() == single.agent_metrics.keys()
+    for key, value in single.agent_metrics.items():
+        assert blocked.agent_metrics[key] == pytest.approx(value, rel=1e-12), key
+    assert list(iter_groups(blocked.groups_path)) == list(iter_groups(single.groups_path))
+    assert blocked.reward_histogram == single.reward_histogram
+    late = [r["late_field"] for r in rows if "late_field" in r]
+    assert blocked.agent_metrics["median/late_field"] == statistics.median(late)
+    assert "majority@8" in blocked.agent_metrics and "majority@6" not in blocked.agent_metrics
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_the_interval_from_counted_outcomes_equals_the_bootstrap_over_tasks(continuous: bool,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0/1 rewards are counted per (sum, n) category; rewards with more categories than CATEGORY_LIMIT are read back
+    # per task from disk. Either way the interval is the one `bootstrap_ci` gives over the per-task arrays.
+    monkeypatch.setattr("nemo_gym.metrics.accumulator._BLOCK_ROWS", 500)
+    monkeypatch.setattr("nemo_gym.metrics.accumulator.CATEGORY_LIMIT", 50)
+    rng = random.Random(5)
+    rows = [{"_ng_task_index": t, "_ng_rollout_index": r,
+             "reward": rng.random() if continuous else float(rng.random() < 0.3)}
+            for t in range(1500) for r in range(rng.choice([2, 3, 4]))]
+    metrics = _columns(rows).finish().agent_metrics
+    sums, counts = collections.defaultdict(float), collections.Counter()
+    for row in rows:
+        sums[row["_ng_task_index"]] += row["reward"]
+        counts[row["_ng_task_index"]] += 1
+    tasks = sorted(sums)
+    expected = bootstrap_ci(np.array([sums[t] for t in tasks]), np.array([counts[t] for t in tasks], dtype=float))
+    assert (metrics["ci95_low/reward"], metrics["ci95_high/reward"]) == pytest.approx(expected, rel=1e-12)

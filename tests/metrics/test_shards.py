@@ -77,3 +77,25 @@ def test_failures_sidecars_are_merged_without_keys_that_succeeded_elsewhere(tmp_
     assert stats.failures == 1
     merged = [orjson.loads(x) for x in (tmp_path / "m_failures.jsonl").read_bytes().splitlines()]
     assert [(f["_ng_task_index"], f["failure_class"]) for f in merged] == [(2, "timeout")]
+
+
+def test_an_index_larger_than_memory_merges_sorted_runs_from_disk(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Beyond _RUN_ROWS index entries the key index is sorted in runs on disk and merged; tiny runs and merge blocks
+    # make this small input take that path, duplicates and conflicts across runs included.
+    rows = [_row(t, r, response={"text": f"t{t}r{r}"}) for t in range(300) for r in range(4)]
+    single = _write(tmp_path / "single.jsonl", rows)
+    shuffled = rows[:]
+    random.Random(1).shuffle(shuffled)
+    shards = [_write(tmp_path / f"shard{i}.jsonl", shuffled[i::3]) for i in range(3)]
+    again = _write(tmp_path / "again.jsonl", shuffled[:150])  # a re-run shard: identical copies
+    monkeypatch.setattr("nemo_gym.rollout_collection.shards._RUN_ROWS", 100)
+    monkeypatch.setattr("nemo_gym.rollout_collection.shards._MERGE_BLOCK", 7)
+    stats = merge_shards([*shards, again], tmp_path / "merged.jsonl")
+    assert (stats.rows, stats.duplicates) == (1200, 150)
+    assert (tmp_path / "merged.jsonl").read_bytes() == single.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == []  # sorted runs removed
+    conflict = _write(tmp_path / "conflict.jsonl", [_row(299, 3, response={"text": "another run"})])
+    with pytest.raises(InputDataError, match=r"\(_ng_task_index=299, _ng_rollout_index=3\) differs"):
+        merge_shards([*shards, conflict], tmp_path / "m2.jsonl")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == []
