@@ -1,4 +1,4 @@
 """SLURM array jobs for nemo_gym: `ng_slurm_submit` renders and submits a collect array plus a dependent aggregate job.
 
-The job script templates live in `scripts/slurm/`; `layout` names every file a run writes.
+The job script templates live in `job_scripts/`; `layout` names every file a run writes.
 """

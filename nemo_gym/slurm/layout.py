@@ -1,4 +1,4 @@
-"""Where a SLURM run keeps its files. The job script templates in scripts/slurm/ use the same names."""
+"""Where a SLURM run keeps its files. The job script templates in job_scripts/ use the same names."""
 
 from dataclasses import dataclass
 from pathlib import Path

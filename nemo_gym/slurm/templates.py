@@ -1,4 +1,4 @@
-"""Find and fill the job script templates in scripts/slurm/.
+"""Find and fill the job script templates (nemo_gym/slurm/job_scripts/, shipped inside the package).
 
 Placeholders are `{{name}}`, so they never clash with the shell's `${VAR}`; every placeholder must get a value.
 """
@@ -8,8 +8,7 @@ from pathlib import Path
 
 from nemo_gym.errors import ConfigError
 
-# The templates ship with the repository next to configs/, like the configs ng_run reads.
-DEFAULT_TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "scripts" / "slurm"
+DEFAULT_TEMPLATES_DIR = Path(__file__).resolve().parent / "job_scripts"
 COLLECT_TEMPLATE = "collect.sbatch"
 AGGREGATE_TEMPLATE = "aggregate.sbatch"
 COMMON_FUNCTIONS = "common.sh"

@@ -9,7 +9,6 @@ import pytest
 
 from nemo_gym.protocol import output_text
 from tests.conftest import MODEL_DIR, VLLMServer
-from tests.helpers.stack import REPO_ROOT
 from tests.slurm.util import CONFIGS, job_ids, make_workdir, submit, wait_for_jobs
 
 pytestmark = pytest.mark.vllm
@@ -44,7 +43,7 @@ def test_task_starts_and_stops_its_own_vllm(tmp_path: Path, slurm_jobs: set[str]
         slurm_jobs, work, *COMMON, "+num_shards=1", "+slurm.cpus_per_task=2", "+slurm.startup_timeout_s=900",
         f"+config_paths=[{CONFIGS / 'math.yaml'},{CONFIGS / 'local_vllm_model.yaml'}]",
         f"+policy_model.responses_api_models.local_vllm_model.model_path={MODEL_DIR}",
-        f"+slurm.aggregate_config_paths=[{CONFIGS / 'math.yaml'},{REPO_ROOT / 'scripts/slurm/aggregate_model.yaml'}]",
+        f"+slurm.aggregate_config_paths=[{CONFIGS / 'math.yaml'},{CONFIGS / 'slurm_aggregate_model.yaml'}]",
     )
     run = work / "run"
     wait_for_jobs(job_ids(record), run / "logs", timeout_s=720)

@@ -41,6 +41,15 @@ def test_refuses_bad_options(extra: str, message: str) -> None:
         submit.parse_request([*stub_args("run", 2, 1, 1), extra])
 
 
+def test_job_scripts_ship_inside_the_package() -> None:
+    # An installed nemo_gym (no checkout) must still find its templates: they live in the package, not in scripts/.
+    import nemo_gym
+
+    package = Path(nemo_gym.__file__).resolve().parent
+    assert DEFAULT_TEMPLATES_DIR.is_relative_to(package)
+    assert {"collect.sbatch", "aggregate.sbatch", "common.sh"} <= {p.name for p in DEFAULT_TEMPLATES_DIR.iterdir()}
+
+
 def test_render_needs_every_placeholder() -> None:
     assert render("a {{x}} ${HOME}", {"x": "1"}) == "a 1 ${HOME}"
     with pytest.raises(ConfigError, match="y"):
