@@ -1,11 +1,15 @@
-"""Aggregation benchmark: time and peak RSS of `aggregate_rollouts` over 100k and 1M synthetic rollouts.
+"""Aggregation benchmark: time and peak RSS of aggregation over 100k and 1M synthetic rollouts.
 
-    .venv/bin/python benchmarks/aggregate_bench.py [--sizes 100000 1000000]
+    .venv/bin/python benchmarks/aggregate_bench.py [--sizes 100000 1000000] [--shards 4]
 
-Each size runs in a fresh subprocess (so one size's peak does not hide in the next) against a real resources
-server with the default hooks (a uvicorn subprocess), i.e. the same path as the end of ng_collect_rollouts: read in
-key order, library metrics, compact rows POSTed to /aggregate_metrics, metrics file and HTML report written.
-Rows look like a math run: 4 rollouts per task, 0/1 reward, an extracted answer, token counts, a short transcript.
+Two paths per size, each in a fresh subprocess (so one run's peak does not hide in the next), against a real
+resources server with the default hooks (a uvicorn subprocess):
+- one file: what the end of ng_collect_rollouts does (read in key order, library metrics, /aggregate_metrics,
+  metrics file and HTML report);
+- shards: what ng_aggregate_rollouts does by default, `merge_shards` of the shard files into one key-ordered file,
+  then the same aggregation over it.
+Rows look like a math run: 4 rollouts per task, 0/1 reward, an extracted answer, token counts, a short transcript,
+written in shuffled completion order (dealt round-robin to the shards).
 """
 
 import argparse
@@ -25,12 +29,13 @@ from benchmarks.perf.memory import peak_rss_mb  # noqa: E402 - the repo root mus
 REPEATS = 4
 
 
-def write_rollouts(path: Path, rows: int, seed: int = 0) -> None:
+def write_rollouts(paths: list[Path], rows: int, seed: int = 0) -> None:
     rng = random.Random(seed)
-    with open(path, "wb", buffering=1 << 20) as out:
+    outs = [open(path, "wb", buffering=1 << 20) for path in paths]
+    try:
         keys = [(t, r) for t in range(rows // REPEATS) for r in range(REPEATS)]
         rng.shuffle(keys)  # completion order, as a real run writes them
-        for task, rollout in keys:
+        for i, (task, rollout) in enumerate(keys):
             skill = (task % 10) / 10
             correct = rng.random() < skill
             answer = str(task) if correct else str(rng.randint(0, 5))
@@ -42,7 +47,10 @@ def write_rollouts(path: Path, rows: int, seed: int = 0) -> None:
                    "expected_answer": str(task), "extracted_answer": answer, "reward": float(correct),
                    "num_output_tokens": rng.randint(20, 900), "latency_s": rng.random() * 5,
                    "agent_ref": {"name": "bench_agent"}}
-            out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+            outs[i % len(outs)].write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+    finally:
+        for out in outs:
+            out.close()
 
 
 class _DirectServers:
@@ -55,16 +63,22 @@ class _DirectServers:
         return self._url
 
 
-def measure(path: Path, url: str) -> None:
-    """Child process: aggregate once and print seconds and peak RSS."""
-    from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
+def measure(url: str, paths: list[Path]) -> None:
+    """Child process: (merge the shards, then) aggregate once; print seconds and peak RSS."""
+    from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, merge_shards
 
     started = time.perf_counter()
-    result = asyncio.run(aggregate_rollouts([path], path.with_name("bench_aggregate_metrics.json"),
+    figures: dict = {}
+    if len(paths) > 1:
+        merged = paths[0].with_name("merged.jsonl")
+        merge_shards(paths, merged)
+        figures["merge_seconds"] = round(time.perf_counter() - started, 2)
+        paths = [merged]
+    result = asyncio.run(aggregate_rollouts(paths, paths[0].with_name("bench_aggregate_metrics.json"),
                                             _DirectServers(url)))
-    elapsed = time.perf_counter() - started
-    print(orjson.dumps({"rows": result.rows, "seconds": round(elapsed, 2), "peak_rss_mb": peak_rss_mb(),
-                        "key_metrics": result.summaries[0]["key_metrics"]}).decode())
+    figures.update(rows=result.rows, seconds=round(time.perf_counter() - started, 2), peak_rss_mb=peak_rss_mb(),
+                   key_metrics=result.summaries[0]["key_metrics"])
+    print(orjson.dumps(figures).decode())
 
 
 def _serve(port: int) -> subprocess.Popen:
@@ -81,10 +95,11 @@ def _serve(port: int) -> subprocess.Popen:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--shards", type=int, default=4, help="shard files for the ng_aggregate_rollouts path")
+    parser.add_argument("--measure", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
-        measure(Path(args.measure[0]), args.measure[1])
+        measure(args.measure[0], [Path(p) for p in args.measure[1:]])
         return
     from nemo_gym.server.supervisor import free_port
 
@@ -102,15 +117,19 @@ def main() -> None:
                 time.sleep(0.2)
         with tempfile.TemporaryDirectory() as tmp:
             for size in args.sizes:
-                path = Path(tmp) / f"rollouts_{size}.jsonl"
-                write_rollouts(path, size)
-                mb = path.stat().st_size / 1e6
-                run = subprocess.run([sys.executable, __file__, "--measure", str(path), url],
-                                     capture_output=True, text=True, check=True)
-                server_rss = int(Path(f"/proc/{server.pid}/status").read_text().split("VmHWM:")[1].split()[0]) / 1024
-                print(f"{size} rollouts ({mb:.0f} MB): {run.stdout.strip()} resources_server_peak_rss_mb="
-                      f"{server_rss:.0f}", flush=True)
-                path.unlink()
+                single = [Path(tmp) / f"rollouts_{size}.jsonl"]
+                shards = [Path(tmp) / f"rollouts_{size}_shard{i}.jsonl" for i in range(args.shards)]
+                for label, paths in (("1 file", single), (f"{args.shards} shards", shards)):
+                    write_rollouts(paths, size)
+                    mb = sum(path.stat().st_size for path in paths) / 1e6
+                    run = subprocess.run([sys.executable, __file__, "--measure", url, *map(str, paths)],
+                                         capture_output=True, text=True, check=True)
+                    status = Path(f"/proc/{server.pid}/status").read_text()
+                    server_rss = int(status.split("VmHWM:")[1].split()[0]) / 1024
+                    print(f"{size} rollouts, {label} ({mb:.0f} MB): {run.stdout.strip()} "
+                          f"resources_server_peak_rss_mb={server_rss:.0f}", flush=True)
+                    for path in Path(tmp).iterdir():
+                        path.unlink()
     finally:
         server.terminate()
         server.wait()
