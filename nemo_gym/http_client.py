@@ -8,7 +8,7 @@ jitter for failures that a retry can fix (connection errors, timeouts, 5xx, 429)
 import asyncio
 import random
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, AsyncIterable, Literal
 
 import aiohttp
 import orjson
@@ -163,6 +163,22 @@ class HttpClient:
     async def get_json(self, url: str, **kwargs: Any) -> Any:
         return await self.request_json("GET", url, **kwargs)
 
+    async def forward(self, url: str, body: AsyncIterable[bytes], *,
+                      timeout_s: float | None = None) -> tuple[int, bytes]:
+        """POST `body` as it arrives and return the status and raw reply, decoding neither: what a proxy needs when
+        the body can be too large to hold as objects. A streamed body cannot be sent twice, so there is no retry."""
+        try:
+            async with self._client().post(url, data=body, headers={"content-type": "application/json"},
+                                           timeout=self._timeout_for(timeout_s)) as response:
+                return response.status, await response.read()
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise _transport_failure(exc, url) from None
+
+    def _timeout_for(self, timeout_s: float | None) -> aiohttp.ClientTimeout:
+        if not timeout_s:
+            return self._timeout
+        return aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s, sock_read=timeout_s)
+
     async def _once(
         self, method: str, url: str, body: Any, headers: dict[str, str] | None, timeout_s: float | None
     ) -> Any:
@@ -170,14 +186,9 @@ class HttpClient:
         if headers:
             all_headers.update(headers)
         content = orjson.dumps(body) if body is not None else None
-        timeout = (
-            aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s, sock_read=timeout_s)
-            if timeout_s
-            else self._timeout
-        )
         try:
             async with self._client().request(
-                method, url, data=content, headers=all_headers, timeout=timeout
+                method, url, data=content, headers=all_headers, timeout=self._timeout_for(timeout_s)
             ) as response:
                 status = response.status
                 raw = await response.read()

@@ -125,6 +125,20 @@ def test_aggregate_metrics_is_forwarded_to_the_resources_server(stack: Stack) ->
     result = reply.json()
     assert result["key_metrics"] == {"mean/reward": 0.5}
     assert result["group_level_metrics"] == [{"_ng_task_index": 0, "mean/reward": 0.5}]
+    # The agent forwards bytes as they arrive (a streamed body of 100k rows here) and passes errors through as-is.
+    url = f"{stack.url('example_single_tool_call_simple_agent')}/aggregate_metrics"
+
+    def chunks():
+        yield b'{"rows":['
+        yield b",".join(b'{"_ng_task_index":%d,"_ng_rollout_index":0,"reward":%d}' % (i, i % 4 == 0)
+                        for i in range(100_000))
+        yield b"]}"
+
+    big = httpx.post(url, content=chunks(), headers={"content-type": "application/json"}, timeout=60,
+                     trust_env=False)
+    assert big.status_code == 200 and big.json()["key_metrics"]["mean/reward"] == pytest.approx(0.25)
+    bad = httpx.post(url, json={}, trust_env=False)
+    assert bad.status_code == 400 and "aggregate_metrics needs" in bad.json()["error"]["message"]
 
 
 @pytest.mark.parametrize(

@@ -13,12 +13,13 @@ from typing import Any
 
 import orjson
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
 
-from nemo_gym.errors import ConfigError
+from nemo_gym.errors import ConfigError, NemoGymError
 from nemo_gym.http_client import NO_RETRY, RequestFailed
 from nemo_gym.protocol import SESSION_HEADER, function_call_output, function_calls
-from nemo_gym.server.base import BaseServer, HandlerError, json_route
+from nemo_gym.server.base import BaseServer, HandlerError, error_response, json_route
 
 DEFAULT_MAX_STEPS = 10
 
@@ -52,7 +53,7 @@ class SimpleAgent(BaseServer):
         return [
             json_route("/run", self._run),
             json_route("/v1/responses", self._responses),
-            json_route("/aggregate_metrics", self._aggregate_metrics),
+            Route("/aggregate_metrics", self._aggregate_metrics, methods=["POST"]),
         ]
 
     async def _resources(self, path: str, body: Any, session_id: str, **kwargs: Any) -> Any:
@@ -121,7 +122,14 @@ class SimpleAgent(BaseServer):
             raise HandlerError(400, "the body must be Responses create params")
         return await self.run_loop(params, request.headers.get(SESSION_HEADER) or uuid.uuid4().hex)
 
-    async def _aggregate_metrics(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
-        return await self.servers.post(
-            self.resources_server, "/aggregate_metrics", body, timeout_s=self.resources_timeout_s
-        )
+    async def _aggregate_metrics(self, request: Request) -> Response:
+        """Forwarded to the resources server as bytes, never decoded here: when the environment asks for the
+        rollouts' rows, the body holds one row per rollout, which as Python objects would be gigabytes."""
+        try:
+            url = f"{await self.servers.url(self.resources_server)}/aggregate_metrics"
+            status, content = await self.http.forward(url, request.stream(), timeout_s=self.resources_timeout_s)
+        except RequestFailed as exc:
+            return error_response(502, exc.failure_class, exc.message, upstream_status=exc.status)
+        except NemoGymError as exc:
+            return error_response(502, "connect", str(exc))
+        return Response(content, status_code=status, media_type="application/json")
