@@ -37,6 +37,8 @@ HISTOGRAM_BINS = 20
 # longer ones are transcripts, which the hook does not get.
 COMPACT_STRING_CHARS = 256
 _NUMBER_TYPES = frozenset({float, int, bool})
+# Not *.jsonl: a recursive input glob must never pick up the work files of an interrupted aggregation.
+GROUPS_FILE = "task_groups.lines"
 _BLOCK_ROWS = 1 << 16  # rows held before a block of whole tasks is summarised: a few MB of numpy temporaries
 
 
@@ -56,7 +58,7 @@ class AgentAccumulator:
 
     def __init__(self, work_dir: Path | None = None) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="ng_metrics_", dir=work_dir)
-        self._groups = open(Path(self._dir.name) / "groups.jsonl", "wb", buffering=1 << 20)
+        self._groups = open(Path(self._dir.name) / GROUPS_FILE, "wb", buffering=1 << 20)
         self.rows = 0
         self.tasks = 0
         # The pending block: rows of tasks not yet summarised.
@@ -173,7 +175,7 @@ class AgentAccumulator:
         overall = {name: self._values[name].statistics() for name in sorted(self._values)}
         for name, stats in overall.items():
             metrics.update({f"{stat}/{name}": stats[stat] for stat in STATS if stat in stats})
-        result = AgentMetrics(metrics, Path(self._dir.name) / "groups.jsonl", work_dir=self._dir)
+        result = AgentMetrics(metrics, Path(self._dir.name) / GROUPS_FILE, work_dir=self._dir)
         if self._outcomes:
             self._reward_metrics(result, overall[REWARD])
         failed = sum((failures_by_class or {}).values())
