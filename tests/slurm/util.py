@@ -74,7 +74,9 @@ def submit(jobs: set[str], workdir: Path, *args: str) -> dict:
 
 def queued(job_ids: set[str]) -> dict[str, str]:
     """squeue id -> state of the queued or running jobs (and array tasks) of `job_ids`."""
-    out = subprocess.run(["squeue", "-h", "-o", "%F %i %T"], capture_output=True, text=True, check=True).stdout
+    # --array: one line per array task; pending tasks would otherwise be folded into one "ID_[0,2-3]" line.
+    out = subprocess.run(["squeue", "-h", "--array", "-o", "%F %i %T"], capture_output=True, text=True,
+                         check=True).stdout
     rows = (line.split() for line in out.splitlines())
     return {job: state for array, job, state in rows if array in job_ids}
 
