@@ -1,5 +1,5 @@
 """Rollout metrics computed in the library: the same numbers live (end of ng_collect_rollouts) and offline
-(ng_aggregate_rollouts), streamed over the rows in constant memory plus 24 bytes per task.
+(ng_aggregate_rollouts), streamed over the rows in constant memory (work files on disk).
 
 `accumulator` (per-agent statistics, a block of tasks at a time), `spill` (a field's values on disk, exact median),
 `estimators` (pass@k, majority@k, bootstrap), `report` (the HTML report).

@@ -256,12 +256,9 @@ def compact_row(row: dict[str, Any]) -> dict[str, Any]:
     """What an environment's metrics hooks get of a rollout: its keys and short scalar fields, no transcript."""
     compact: dict[str, Any] = {TASK_INDEX: row[TASK_INDEX], ROLLOUT_INDEX: row[ROLLOUT_INDEX]}
     for key, value in row.items():
-        kind = type(value)
         if key.startswith(INTERNAL_PREFIX):
             continue
-        if kind is float or kind is int or kind is bool or value is None or (
-            kind is str and len(value) <= COMPACT_STRING_CHARS
-        ):
+        if type(value) in _NUMBER_TYPES or value is None or (type(value) is str and len(value) <= COMPACT_STRING_CHARS):
             compact[key] = value
     return compact
 
