@@ -34,8 +34,11 @@ class ReadStats:
     duplicate_files: set[str] = field(default_factory=set)
 
 
+_ORDER = ("task", "rollout", "file", "offset")  # index order: key order, then the first copy of a key first
+
+
 def _sort(entries: np.ndarray) -> np.ndarray:
-    return entries[np.lexsort((entries["offset"], entries["file"], entries["rollout"], entries["task"]))]
+    return entries[np.lexsort([entries[name] for name in reversed(_ORDER)])]
 
 
 def _at_most(entries: np.ndarray, bound: np.void) -> int:
@@ -93,8 +96,7 @@ class _KeyIndex:
             while any(len(buffer) for buffer in buffers):
                 # Whatever is <= the smallest last entry of a run with more to read can be emitted now.
                 pending = [buffer[-1] for buffer, done in zip(buffers, drained) if not done]
-                bound = min(pending, key=lambda e: (e["task"], e["rollout"], e["file"], e["offset"])) if pending \
-                    else None
+                bound = min(pending, key=lambda e: tuple(e[name] for name in _ORDER)) if pending else None
                 ready = []
                 for i, buffer in enumerate(buffers):
                     cut = len(buffer) if bound is None else _at_most(buffer, bound)
