@@ -240,18 +240,10 @@ def token_info_from_chat(completion: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def chat_to_response(
-    completion: dict[str, Any], params: dict[str, Any], *, with_token_info: bool = False
-) -> dict[str, Any]:
-    """A Responses object for a chat completion of the request `params`.
-
-    A `length` finish becomes `status: incomplete` so agents can tell a cut-off answer from a finished one.
-    """
-    choice = completion["choices"][0]
-    output = message_to_output(choice.get("message") or {})
-    if with_token_info:
-        output[-1].update(token_info_from_chat(completion))
-    truncated = choice.get("finish_reason") == "length"
+def _response(output: list[dict[str, Any]], truncated: bool, completion: dict[str, Any],
+              params: dict[str, Any]) -> dict[str, Any]:
+    """The Responses envelope around `output`; a `length` finish becomes `status: incomplete` so agents can tell
+    a cut-off answer from a finished one."""
     return {
         "id": new_id("resp"),
         "object": "response",
@@ -264,6 +256,43 @@ def chat_to_response(
         "usage": _usage(completion.get("usage")),
         **_echo(params),
     }
+
+
+def chat_to_response(
+    completion: dict[str, Any], params: dict[str, Any], *, with_token_info: bool = False
+) -> dict[str, Any]:
+    """A Responses object for a chat completion of the request `params`."""
+    choice = completion["choices"][0]
+    output = message_to_output(choice.get("message") or {})
+    if with_token_info:
+        output[-1].update(token_info_from_chat(completion))
+    return _response(output, choice.get("finish_reason") == "length", completion, params)
+
+
+def text_completion_to_response(completion: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """A Responses object for a token-prompt `/v1/completions` answer (`return_token_ids`, `logprobs: 0`): one
+    assistant message carrying the prompt and generated ids exactly as vLLM processed them."""
+    choice = completion["choices"][0]
+    item = _message_item(choice.get("text") or "")
+    item.update({
+        "prompt_token_ids": choice.get("prompt_token_ids") or [],
+        "generation_token_ids": choice.get("token_ids") or [],
+        "generation_log_probs": list((choice.get("logprobs") or {}).get("token_logprobs") or []),
+    })
+    return _response([item], choice.get("finish_reason") == "length", completion, params)
+
+
+def exact_token_prefix(input_: Any) -> tuple[int, list[int], list[int]] | None:
+    """(index, tokens so far, the generation) of the last input item carrying token ids, or None: the exact
+    sequence an earlier turn of this conversation ended with (prompt + generation)."""
+    if not isinstance(input_, list):
+        return None
+    for index in range(len(input_) - 1, -1, -1):
+        info = token_info(input_[index]) if isinstance(input_[index], dict) else None
+        if info is not None:
+            generated = list(info["generation_token_ids"] or [])
+            return index, list(info["prompt_token_ids"] or []) + generated, generated
+    return None
 
 
 def incomplete_response(params: dict[str, Any], model: str, reason: str = "max_output_tokens") -> dict[str, Any]:

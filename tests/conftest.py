@@ -26,7 +26,15 @@ class VLLMServer:
 
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
-    """A real vLLM OpenAI-compatible server (CPU build) serving the bundled SmolLM2-135M-Instruct."""
+    """A real vLLM OpenAI-compatible server (CPU build) serving the bundled SmolLM2-135M-Instruct.
+
+    NEMO_GYM_TEST_VLLM_BASE_URL=http://127.0.0.1:P/v1 reuses a vLLM already serving that model (development on a
+    small machine); CI never sets it, so there the fixture always starts its own.
+    """
+    external = os.environ.get("NEMO_GYM_TEST_VLLM_BASE_URL")
+    if external:
+        yield VLLMServer(external.rstrip("/"), MODEL_NAME, 0.0)
+        return
     if not (MODEL_DIR / "config.json").is_file():
         pytest.fail(f"model not prepared at {MODEL_DIR}: run `bash scripts/setup.sh`")
     port = free_port()

@@ -2,6 +2,12 @@
 
 Settings: `base_url` (one URL or a list, each ending in /v1), `api_key`, `model`, `return_token_id_information`,
 `request_timeout_s` (default 600).
+
+Token-exact continuation: when a request asks for token ids and its input already carries an earlier turn's exact
+tokens (agents pass the output items back), the prompt is those tokens plus only what the chat template adds for
+the new messages (nemo_gym.chat_tokens, rendered by vLLM's `/tokenize`), sent to vLLM's `/v1/completions` as token
+ids. The earlier turns are never re-tokenized, so a trainer gets one contiguous sequence. Requests that declare
+tools keep the Chat Completions path (vLLM's tool-call parser works on that path only).
 """
 
 import itertools
@@ -14,6 +20,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from nemo_gym import protocol
+from nemo_gym.chat_tokens import TemplateSpliceError, closing_from_probes, continuation_tokens, probe_conversations
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
@@ -46,6 +53,7 @@ class VLLMModelServer(BaseServer):
         self.base_urls: list[str] = _as_list(self.config["base_url"]) if self.config.get("base_url") else []
         self.timeout_s = float(self.config.get("request_timeout_s", 600))
         self._round_robin = itertools.count()
+        self._closing: dict[str, list[int]] = {}  # per vLLM base URL: how its chat template closes assistant turns
 
     def routes(self) -> list[Route]:
         return [
@@ -83,10 +91,16 @@ class VLLMModelServer(BaseServer):
             chat_request = protocol.to_chat_request(params, self.model)
         except (KeyError, TypeError, ValueError) as exc:
             raise HandlerError(400, f"invalid Responses request: {type(exc).__name__}: {exc}") from None
+        base_url = self.replica(request)
+        exact = protocol.exact_token_prefix(params.get("input")) if with_tokens and not params.get("tools") else None
+        if exact is not None:
+            prompt_ids = await self._continue_exactly(base_url, params, *exact)
+            if prompt_ids is not None:
+                return await self._complete_tokens(base_url, params, chat_request, prompt_ids)
         if with_tokens:
             chat_request.update(logprobs=True, return_token_ids=True)
         try:
-            completion = await self._chat(self.replica(request), chat_request)
+            completion = await self._chat(base_url, chat_request)
         except RequestFailed as exc:
             if is_context_length_error(exc):
                 logger.info("prompt exceeds the context window; answering incomplete")
@@ -95,6 +109,51 @@ class VLLMModelServer(BaseServer):
         if not completion.get("choices"):
             raise HandlerError(502, "vLLM answered without choices", "invalid_response")
         return protocol.chat_to_response(completion, params, with_token_info=with_tokens)
+
+    async def _tokenize(self, base_url: str, messages: list[dict[str, Any]], add_generation_prompt: bool) -> list[int]:
+        # vLLM serves /tokenize at its root, beside /v1.
+        reply = await self.http.post_json(
+            f"{base_url.removesuffix('/v1')}/tokenize",
+            {"model": self.model, "messages": messages, "add_generation_prompt": add_generation_prompt},
+            headers=self._headers(), timeout_s=self.timeout_s,
+        )
+        return list(reply["tokens"])
+
+    async def _assistant_closing(self, base_url: str) -> list[int]:
+        if base_url not in self._closing:
+            probe_a, probe_b = probe_conversations()
+            self._closing[base_url] = closing_from_probes(
+                await self._tokenize(base_url, probe_a, False), await self._tokenize(base_url, probe_b, False))
+        return self._closing[base_url]
+
+    async def _continue_exactly(self, base_url: str, params: dict[str, Any], index: int, so_far: list[int],
+                                generated: list[int]) -> list[int] | None:
+        """The exact tokens so far plus the template's new part; None (use the chat path) where the template
+        cannot be continued token-exactly."""
+        input_, instructions = params["input"], params.get("instructions")
+        try:
+            before = await self._tokenize(base_url, protocol.input_to_messages(input_[: index + 1], instructions),
+                                          False)
+            after = await self._tokenize(base_url, protocol.input_to_messages(input_, instructions), True)
+            return so_far + continuation_tokens(before, after, generated, await self._assistant_closing(base_url))
+        except TemplateSpliceError as exc:
+            logger.warning("token-exact continuation not possible, re-rendering the conversation: %s", exc)
+            return None
+
+    async def _complete_tokens(self, base_url: str, params: dict[str, Any], chat_request: dict[str, Any],
+                               prompt_ids: list[int]) -> dict[str, Any]:
+        body = {k: v for k, v in chat_request.items() if k not in ("messages", "tools", "tool_choice")}
+        body.update(prompt=prompt_ids, return_token_ids=True, logprobs=0)
+        try:
+            completion = await self.http.post_json(
+                f"{base_url}/completions", body, headers=self._headers(), timeout_s=self.timeout_s)
+        except RequestFailed as exc:
+            if is_context_length_error(exc):
+                return protocol.incomplete_response(params, self.model)
+            raise
+        if not completion.get("choices"):
+            raise HandlerError(502, "vLLM answered without choices", "invalid_response")
+        return protocol.text_completion_to_response(completion, params)
 
     async def chat_completions(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
         return await self._chat(self.replica(request), {**body, "model": self.model})
