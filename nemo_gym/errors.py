@@ -1,7 +1,8 @@
 """User-facing errors.
 
 Every error a user can cause by input (config, data, command line) is a `NemoGymError`: the CLI prints its message
-as one line and exits non-zero instead of showing a traceback.
+as one line and exits non-zero instead of showing a traceback. `RolloutFailedError` is what the Python API raises
+for a rollout the infrastructure could not complete.
 """
 
 
@@ -20,3 +21,26 @@ class ConfigError(NemoGymError):
 
 class InputDataError(NemoGymError):
     """An input JSONL file is malformed or a row is invalid."""
+
+
+class RolloutFailedError(Exception):
+    """A rollout still failed after its attempts; raised by the Python API instead of ever inventing a result.
+
+    Not a `NemoGymError`: the input may be fine, the infrastructure (agent, model, environment) failed. The
+    attributes say what failed and where; the same fields the CLI writes to `<stem>_failures.jsonl`.
+    """
+
+    def __init__(self, *, failure_class: str, attempts: int, last_error: str, http_status: int | None, url: str,
+                 task_index: int | None, rollout_index: int | None) -> None:
+        where = "a row without _ng_task_index" if task_index is None else f"task {task_index}"
+        if rollout_index is not None:
+            where += f", rollout {rollout_index}"
+        super().__init__(f"rollout of {where} failed after {attempts} attempt(s) at {url} "
+                         f"({failure_class}): {last_error}")
+        self.failure_class = failure_class
+        self.attempts = attempts
+        self.last_error = last_error
+        self.http_status = http_status
+        self.url = url
+        self.task_index = task_index
+        self.rollout_index = rollout_index

@@ -9,14 +9,14 @@ Exit status: 0 all rollouts collected, 1 some failed (see <stem>_failures.jsonl)
 
 from nemo_gym.cli.common import run_cli, stop_on_sigterm_like_ctrl_c
 from nemo_gym.config import load_global_config
-from nemo_gym.rollout_collection import RolloutCollectionConfig, collect_rollouts, run_async
+from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper, run_async
 
 
 def main_args(argv: list[str]) -> int:
     config = RolloutCollectionConfig.from_global(load_global_config(argv, require_complete=False))
     # Finished rollouts are already on disk, so a stop only loses the ones in flight; the next run resumes them.
     stop_on_sigterm_like_ctrl_c()
-    return 0 if run_async(collect_rollouts(config)).ok else 1
+    return 0 if run_async(RolloutCollectionHelper().run_from_config(config)).ok else 1
 
 
 def main() -> None:

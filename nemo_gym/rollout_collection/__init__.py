@@ -1,8 +1,11 @@
 """Batch rollout collection: ng_collect_rollouts, ng_aggregate_rollouts and ng_e2e_collect_rollouts as a library.
 
-    summary = await collect_rollouts(RolloutCollectionConfig(input_jsonl_fpath=..., output_jsonl_fpath=..., ...))
+    summary = await RolloutCollectionHelper().run_from_config(RolloutCollectionConfig(input_jsonl_fpath=..., ...))
+    async for row, result in RolloutCollectionHelper(head_url).run_examples(rows):   # results as they finish
+        ...
 """
 
+from nemo_gym.errors import RolloutFailedError
 from nemo_gym.rollout_collection.aggregate import (
     AggregateResult,
     _expand_input_glob,
@@ -17,14 +20,23 @@ from nemo_gym.rollout_collection.config import (
     SharedRolloutCollectionConfig,
 )
 from nemo_gym.rollout_collection.e2e import e2e_collect_rollouts
+from nemo_gym.rollout_collection.helper import RolloutAggregationHelper, RolloutCollectionHelper
+from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy
 from nemo_gym.rollout_collection.runner import run_async
+from nemo_gym.rollout_collection.stream import RolloutStream
 
 __all__ = [
     "AggregateResult",
     "CollectionSummary",
     "E2ERolloutCollectionConfig",
     "RolloutAggregationConfig",
+    "RolloutAggregationHelper",
     "RolloutCollectionConfig",
+    "RolloutCollectionHelper",
+    "RolloutFailedError",
+    "RolloutFailure",
+    "RolloutPolicy",
+    "RolloutStream",
     "SharedRolloutCollectionConfig",
     "_expand_input_glob",
     "aggregate_rollouts",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nemo_gym.errors import ConfigError, NemoGymError
-from nemo_gym.http_client import NO_RETRY, HttpClient, RetryPolicy
+from nemo_gym.http_client import NO_RETRY, HttpClient
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, report_path
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
@@ -20,6 +20,7 @@ from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.manifest import changed_fields, fingerprint, read_manifest, write_manifest
 from nemo_gym.rollout_collection.progress import Progress
 from nemo_gym.rollout_collection.prompt import PromptConfig, load_prompt_config
+from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.runner import Runner, RunLimits
 from nemo_gym.rollout_collection.store import (
     AppendFile,
@@ -215,12 +216,7 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, http: HttpClie
     plan = state.plan
     progress = Progress(plan.shard_rollouts, min(len(state.done), plan.shard_rollouts), config.progress_interval_s,
                         progress_stream)
-    limits = RunLimits(
-        max_attempts=config.max_attempts,
-        max_total_attempts=config.max_total_attempts,
-        rollout_timeout_s=config.rollout_timeout_s,
-        backoff=RetryPolicy(backoff_base_s=config.retry_backoff_s, backoff_max_s=60.0),
-    )
+    limits = RunLimits(RolloutPolicy.from_config(config), config.max_total_attempts)
     failures = AppendFile(config.failures_jsonl_fpath)
     runner = Runner(http, agent_urls, limits, state.output, failures, state.done, state.prior_attempts, progress)
     if uploader:

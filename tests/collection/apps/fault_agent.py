@@ -6,7 +6,8 @@ Settings (all optional):
   fault_fraction   share of keys that fault, chosen deterministically by key (default 1.0)
   fault_while_file the fault only happens while this file exists (tests delete it to "heal" the agent)
   hang_s           how long `hang` sleeps (default 60)
-Reward is (task + rollout) % 2, so tests can predict every row.
+Reward is (task + rollout) % 2, so tests can predict every row. POST /stats answers how many /run calls arrived and
+the most that were in flight at once ({"reset": true} starts the counts again).
 """
 
 import asyncio
@@ -30,6 +31,10 @@ def _reset_connection(request: Request) -> None:
 
 
 class FaultAgent(BaseServer):
+    _runs = 0
+    _in_flight = 0
+    _max_in_flight = 0
+
     def _faulty(self, row: dict[str, Any]) -> bool:
         fault = str(self.config.get("fault", "none"))
         if fault == "none":
@@ -42,6 +47,21 @@ class FaultAgent(BaseServer):
         return bucket < fraction * 100
 
     async def _run(self, row: dict[str, Any], request: Request) -> dict[str, Any]:
+        self._runs += 1
+        self._in_flight += 1
+        self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        try:
+            return await self._answer(row, request)
+        finally:
+            self._in_flight -= 1
+
+    async def _stats(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        stats = {"runs": self._runs, "in_flight": self._in_flight, "max_in_flight": self._max_in_flight}
+        if body.get("reset"):
+            self._runs, self._max_in_flight = 0, self._in_flight
+        return stats
+
+    async def _answer(self, row: dict[str, Any], request: Request) -> dict[str, Any]:
         delay = float(self.config.get("delay_s", 0))
         if delay:
             await asyncio.sleep(delay)
@@ -84,4 +104,5 @@ class FaultAgent(BaseServer):
         }
 
     def routes(self) -> list[Route]:
-        return [json_route("/run", self._run), json_route("/aggregate_metrics", self._aggregate_metrics)]
+        return [json_route("/run", self._run), json_route("/aggregate_metrics", self._aggregate_metrics),
+                json_route("/stats", self._stats)]

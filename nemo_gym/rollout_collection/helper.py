@@ -1,0 +1,130 @@
+"""The Python API of the collection toolkit, with NeMo Gym's names: what the ng_* commands run, callable from code.
+
+    helper = RolloutCollectionHelper("http://127.0.0.1:11000")
+    async for row, result in helper.run_examples(rows, num_samples_in_parallel=64):
+        ...                                                   # results as they finish
+    summary = await helper.run_from_config(RolloutCollectionConfig(...))    # = ng_collect_rollouts
+    metrics_path = await RolloutAggregationHelper().run_from_config(RolloutAggregationConfig(...))
+"""
+
+import asyncio
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from nemo_gym.errors import NemoGymError
+from nemo_gym.http_client import NO_RETRY, HttpClient
+from nemo_gym.rollout_collection.aggregate import _expand_input_glob, aggregate_rollouts, merge_shards
+from nemo_gym.rollout_collection.collect import CollectionSummary, collect_rollouts
+from nemo_gym.rollout_collection.config import (
+    RolloutAggregationConfig,
+    RolloutCollectionConfig,
+    SharedRolloutCollectionConfig,
+)
+from nemo_gym.rollout_collection.rollout import RolloutPolicy
+from nemo_gym.rollout_collection.stream import RolloutStream
+from nemo_gym.server.client import ServerClient, head_url_from_config
+
+# Files ng_collect_rollouts writes next to its output: never rollouts themselves.
+_SIDECAR_SUFFIXES = ("_failures.jsonl", "_materialized_inputs.jsonl", "_inputs.jsonl")
+
+
+def head_server_url(head_server_config: Any) -> str:
+    """The head server's URL from a URL string, a mapping with host/port, an object with .host/.port (NeMo
+    Gym's BaseServerConfig), or None (ng_run's default, http://127.0.0.1:11000)."""
+    if head_server_config is None:
+        return head_url_from_config({})
+    if isinstance(head_server_config, str):
+        url = head_server_config if "://" in head_server_config else f"http://{head_server_config}"
+        return url.rstrip("/")
+    if isinstance(head_server_config, Mapping):
+        return head_url_from_config({"head_server": head_server_config})
+    host, port = getattr(head_server_config, "host", None), getattr(head_server_config, "port", None)
+    if host is None or port is None:
+        raise TypeError(
+            f"head_server_config must be a URL ('http://127.0.0.1:11000'), a mapping with host and port, or an "
+            f"object with .host and .port; got {type(head_server_config).__name__}"
+        )
+    return f"http://{host}:{int(port)}"
+
+
+class RolloutCollectionHelper:
+    """Runs rows through their agents (`/run`) with ng_collect_rollouts' retry, timeout and failure rules.
+
+    `head_server_config` is where `ng_run`'s head server is (see `head_server_url`); the policy arguments default
+    to ng_collect_rollouts' defaults (3 attempts, 1800 s per attempt, 1 s backoff base).
+    """
+
+    def __init__(self, head_server_config: Any = None, *,
+                 max_attempts: int = SharedRolloutCollectionConfig.max_attempts,
+                 rollout_timeout_s: float = SharedRolloutCollectionConfig.rollout_timeout_s,
+                 retry_backoff_s: float = SharedRolloutCollectionConfig.retry_backoff_s,
+                 num_samples_in_parallel: int = SharedRolloutCollectionConfig.num_samples_in_parallel) -> None:
+        self.head_server_url = head_server_url(head_server_config)
+        self.policy = RolloutPolicy(max_attempts, rollout_timeout_s, retry_backoff_s)
+        self.num_samples_in_parallel = num_samples_in_parallel
+
+    def run_examples(self, examples: Iterable[dict[str, Any]], head_server_config: Any = None,
+                     semaphore: asyncio.Semaphore | None = None, *, num_samples_in_parallel: int | None = None,
+                     return_failures: bool = False) -> RolloutStream:
+        """Run every row of `examples` (each with `agent_ref.name`), pulling rows only as slots free up.
+
+        Concurrency: `num_samples_in_parallel` if given; else `semaphore` alone (held per row from dispatch until
+        its result is handed over, so it can bound several streams at once); else the helper's default. Nothing
+        starts until the result is iterated: `async for row, result in ...`, or NeMo Gym's
+        `for future in ...: row, result = await future` for a list. See `RolloutStream`.
+        """
+        head = self.head_server_url if head_server_config is None else head_server_url(head_server_config)
+        if num_samples_in_parallel is None and semaphore is None:
+            num_samples_in_parallel = self.num_samples_in_parallel
+        return RolloutStream(examples, head, self.policy, num_samples_in_parallel, semaphore, return_failures)
+
+    async def run_from_config(self, config: RolloutCollectionConfig,
+                              progress_stream: TextIO = sys.stderr) -> CollectionSummary:
+        """Exactly what ng_collect_rollouts runs (files, resume, failures, manifest, metrics); the head server is
+        the config's `head_server_url`."""
+        config.validate()  # from_global validates; a config built in code gets the same checks here
+        return await collect_rollouts(config, progress_stream)
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _input_files(config: RolloutAggregationConfig) -> list[Path]:
+    output = Path(config.output_jsonl_fpath).resolve()
+    files = []
+    for name in _expand_input_glob(config.input_glob):
+        path = Path(name)
+        if name.endswith(_SIDECAR_SUFFIXES) or (config.merge_shards and path.resolve() == output):
+            continue
+        files.append(path)
+    if not files:
+        raise NemoGymError(f"+input_glob={config.input_glob} matches no rollout files")
+    return files
+
+
+class RolloutAggregationHelper:
+    """What ng_aggregate_rollouts does: merge shards (with `merge_shards`) and compute metrics over their union."""
+
+    async def run_from_config(self, config: RolloutAggregationConfig) -> Path:
+        """Returns the `<stem>_aggregate_metrics.json` path (the report is next to it)."""
+        files = _input_files(config)
+        _say(f"aggregating {len(files)} file(s): {', '.join(map(str, files))}")
+        if config.merge_shards:
+            output = Path(config.output_jsonl_fpath)
+            output.parent.mkdir(parents=True, exist_ok=True)
+            stats = await asyncio.to_thread(merge_shards, files, output)  # file work: keep the event loop free
+            dropped = f"; dropped {stats.duplicates} duplicate rollouts" if stats.duplicates else ""
+            failed = f"; {stats.failures} outstanding failures" if stats.failures else ""
+            _say(f"merged {stats.rows} rollouts into {output}{dropped}{failed}")
+            files = [output]
+        http = HttpClient(retry=NO_RETRY)
+        try:
+            result = await aggregate_rollouts(files, config.aggregate_metrics_fpath,
+                                              ServerClient(config.head_server_url, http))
+        finally:
+            await http.aclose()
+        _say(f"metrics: {result.path}\nreport: {result.report_path}")
+        return result.path

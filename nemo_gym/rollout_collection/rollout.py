@@ -1,0 +1,138 @@
+"""One rollout, from a row to an outcome: the attempt, timeout and failure-class rules every caller shares.
+
+`ng_collect_rollouts` (the Runner) and the Python API (`RolloutCollectionHelper.run_examples`) both call
+`run_rollout`, so a row is retried, timed out and classified the same way whichever of them runs it. A retryable
+failure (connection, timeout, 5xx, 429) is retried with jittered exponential backoff up to the attempt budget;
+anything else, or a retryable failure that used up its attempts, is a `RolloutFailure` — never a reward.
+"""
+
+import asyncio
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from nemo_gym.errors import RolloutFailedError
+from nemo_gym.http_client import FAILURE_CLASSES, HttpClient, RequestFailed, RetryPolicy
+from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
+from nemo_gym.rollout_collection.keys import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, keyed
+
+_RETRYABLE = ("connect", "timeout", "http_5xx")
+_BACKOFF_MAX_S = 60.0
+
+# The CLI's defaults, read from its config so the Python API cannot drift from them.
+_DEFAULTS = SharedRolloutCollectionConfig
+
+
+@dataclass(frozen=True)
+class RolloutPolicy:
+    """How patiently one rollout is run: attempts within one call, the deadline of one attempt, backoff base."""
+
+    max_attempts: int = _DEFAULTS.max_attempts
+    rollout_timeout_s: float = _DEFAULTS.rollout_timeout_s
+    retry_backoff_s: float = _DEFAULTS.retry_backoff_s
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if self.rollout_timeout_s <= 0:
+            raise ValueError(f"rollout_timeout_s must be positive, got {self.rollout_timeout_s}")
+        if self.retry_backoff_s < 0:
+            raise ValueError(f"retry_backoff_s must not be negative, got {self.retry_backoff_s}")
+
+    @classmethod
+    def from_config(cls, config: SharedRolloutCollectionConfig) -> "RolloutPolicy":
+        return cls(config.max_attempts, config.rollout_timeout_s, config.retry_backoff_s)
+
+    def backoff_s(self, attempt: int) -> float:
+        """The pause after failed attempt number `attempt` (1-based)."""
+        return RetryPolicy(backoff_base_s=self.retry_backoff_s, backoff_max_s=_BACKOFF_MAX_S).delay(attempt)
+
+
+@dataclass(frozen=True)
+class RolloutSuccess:
+    reply: dict[str, Any]  # the agent's /run answer, as it came
+    reward: float
+    attempts: int
+
+
+@dataclass(frozen=True)
+class RolloutFailure:
+    """A rollout that still failed after its attempts (or failed in a way no retry fixes)."""
+
+    failure_class: str  # connect, timeout, http_5xx, http_4xx, invalid_response, agent_error
+    attempts: int  # attempts this call made
+    last_error: str
+    http_status: int | None
+    url: str
+    task_index: int | None  # the row's _ng_task_index / _ng_rollout_index, when it has them
+    rollout_index: int | None
+
+    def error(self) -> RolloutFailedError:
+        return RolloutFailedError(
+            failure_class=self.failure_class, attempts=self.attempts, last_error=self.last_error,
+            http_status=self.http_status, url=self.url, task_index=self.task_index,
+            rollout_index=self.rollout_index,
+        )
+
+
+def _failure_class(exc: RequestFailed) -> str:
+    """The most specific class: an agent's 502 carries the class of the downstream call that failed."""
+    if isinstance(exc.body, dict) and isinstance(exc.body.get("error"), dict):
+        downstream = exc.body["error"].get("failure_class")
+        if downstream in FAILURE_CLASSES:
+            return downstream
+    return exc.failure_class
+
+
+def _retryable(exc: RequestFailed) -> bool:
+    if exc.status == 429:
+        return True
+    # A downstream 4xx relayed as 502 is a bad request, which no retry fixes.
+    return exc.failure_class in _RETRYABLE and _failure_class(exc) != "http_4xx"
+
+
+def _reward(reply: Any, url: str) -> float:
+    reward = reply.get("reward") if isinstance(reply, dict) else None
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+        got = f"reward={reward!r}" if isinstance(reply, dict) else f"a {type(reply).__name__}"
+        raise RequestFailed("invalid_response", f"{url} answered without a finite numeric reward ({got})", url=url)
+    return float(reward)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: RolloutPolicy,
+                      attempts: int | None = None) -> RolloutSuccess | RolloutFailure:
+    """POST `row` to the agent's `url` (its /run) until it succeeds or the budget is spent.
+
+    `attempts` caps this call below `policy.max_attempts` (the CLI's attempts left across resumed runs). `http`
+    must not retry by itself (NO_RETRY): the attempts are counted here.
+    """
+    budget = policy.max_attempts if attempts is None else min(attempts, policy.max_attempts)
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            async with asyncio.timeout(policy.rollout_timeout_s):
+                reply = await http.post_json(url, row)
+            return RolloutSuccess(reply, _reward(reply, url), attempt)
+        except TimeoutError:
+            error = RequestFailed(
+                "timeout", f"rollout exceeded rollout_timeout_s={policy.rollout_timeout_s:g} at {url}", url=url
+            )
+        except RequestFailed as exc:
+            error = exc
+        if attempt >= budget or not _retryable(error):
+            return RolloutFailure(_failure_class(error), attempt, error.message, error.status, url,
+                                  _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX)))
+        await asyncio.sleep(policy.backoff_s(attempt))
+
+
+def result_row(row: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+    """The rollout as the output file holds it: the agent's reply with the row's keys (first) and agent_ref."""
+    task, rollout = _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX))
+    out = keyed(task, rollout, reply) if task is not None and rollout is not None else dict(reply)
+    out[AGENT_REF] = row[AGENT_REF]
+    return out
