@@ -74,3 +74,28 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(popen.pid, signal.SIGKILL)
         log.close()
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` run only where CUDA is; elsewhere they are deselected, and the summary says so."""
+    if _has_cuda():
+        return
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu:
+        items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+        config.hook.pytest_deselected(items=gpu)
+        config._nemo_gym_gpu_deselected = len(gpu)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    deselected = getattr(config, "_nemo_gym_gpu_deselected", 0)
+    if deselected:
+        terminalreporter.write_line(f"{deselected} test(s) marked gpu deselected: no CUDA device on this machine")

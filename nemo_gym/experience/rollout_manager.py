@@ -1,0 +1,238 @@
+"""RolloutManager: one prompt in, one PromptGroupRecord (N completions of it) out (NeMo RL's rollout_manager).
+
+Two ways to produce the N completions:
+- `AsyncRolloutImpl` runs N multi-turn rollouts of the policy against the environments in this process, concurrently
+  (rollouts.run_sample_multi_turn_rollout).
+- `AsyncNemoGymRolloutImpl` sends N rows to the agent servers' `/run` through the collection toolkit's Python API
+  (RolloutCollectionHelper), with the collector's retry, timeout and failure rules, and rebuilds each completion's
+  message log from the token ids vLLM reported on the agent's response items.
+Either way, a group with a failed member is not returned: its siblings are cancelled and PromptGroupError is raised.
+"""
+
+import asyncio
+import copy
+import time
+from typing import Any, Optional
+
+from nemo_gym.experience.agent_results import result_to_completion
+from nemo_gym.experience.environments.interfaces import EnvironmentInterface
+from nemo_gym.experience.errors import ExperienceError, PromptGroupError
+from nemo_gym.experience.generation.interfaces import GenerationConfig, GenerationInterface
+from nemo_gym.experience.interfaces import (
+    NEMO_GYM_ROLLOUT_INDEX_KEY,
+    NEMO_GYM_TASK_INDEX_KEY,
+    Completion,
+    DatumSpec,
+    LLMMessageLogType,
+    PromptGroupRecord,
+)
+from nemo_gym.experience.rollout_metrics import batch_rollout_metrics
+from nemo_gym.experience.rollouts import (
+    UNLIMITED_TURNS,
+    aggregate_sample_metrics,
+    require_async_backend,
+    run_sample_multi_turn_rollout,
+)
+from nemo_gym.protocol import RETURN_TOKENS_PARAM
+from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
+
+TokenizerType = Any
+
+
+def _prompt_of(input_sample: DatumSpec) -> LLMMessageLogType:
+    return copy.deepcopy(input_sample["message_log"])
+
+
+def _record(input_sample: DatumSpec, completions: list[Completion], metrics: dict[str, Any],
+            started: float, **metadata: Any) -> PromptGroupRecord:
+    return PromptGroupRecord(
+        prompt_idx=int(input_sample.get("idx", -1)),
+        prompt=_prompt_of(input_sample),
+        extra_env_info=copy.deepcopy(input_sample.get("extra_env_info")),
+        metadata={"task_name": input_sample.get("task_name"), "generation_time_s": time.monotonic() - started,
+                  **metadata},
+        completions=completions,
+        rollout_metrics=metrics,
+        loss_multiplier=float(input_sample.get("loss_multiplier", 1.0)),
+    )
+
+
+class AsyncRolloutImpl:
+    """Per-prompt multi-turn rollouts in this process: each `run_rollout` runs its N generations concurrently."""
+
+    def __init__(self, tokenizer: TokenizerType, task_to_env: dict[str, EnvironmentInterface],
+                 num_generations_per_prompt: int, max_seq_len: int, policy_generation: GenerationInterface,
+                 max_rollout_turns: int = UNLIMITED_TURNS, **kwargs: Any) -> None:
+        if num_generations_per_prompt < 1:
+            raise ValueError(f"num_generations_per_prompt must be at least 1, got {num_generations_per_prompt}")
+        require_async_backend(policy_generation)
+        self.tokenizer = tokenizer
+        self.task_to_env = task_to_env
+        self.num_generations_per_prompt = num_generations_per_prompt
+        self.max_seq_len = max_seq_len
+        self.policy_generation = policy_generation
+        self.max_rollout_turns = max_rollout_turns or UNLIMITED_TURNS
+        self.greedy = bool(kwargs.get("greedy", False))
+
+    async def run_rollout(self, input_sample: DatumSpec) -> PromptGroupRecord:
+        """Run `num_generations_per_prompt` rollouts of one prompt; PromptGroupError if any of them fails."""
+        started = time.monotonic()
+        prompt_idx = int(input_sample.get("idx", -1))
+        tasks: list[asyncio.Task] = []
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._run_single_rollout(input_sample, j))
+                         for j in range(self.num_generations_per_prompt)]
+        except* Exception as failures:
+            first = failures.exceptions[0]
+            traj_idx = getattr(first, "sample_index", -1)
+            raise PromptGroupError(prompt_idx, traj_idx, first) from first
+        results = [task.result() for task in tasks]
+        completions = [completion for completion, _ in results]
+        metrics = self._aggregate_rollout_metrics(completions, [m for _, m in results])
+        return _record(input_sample, completions, metrics, started)
+
+    async def _run_single_rollout(self, input_sample: DatumSpec, traj_idx: int) -> tuple[Completion, dict]:
+        """One multi-turn rollout of generation `traj_idx`."""
+        final, metrics = await run_sample_multi_turn_rollout(
+            traj_idx, input_sample, self.policy_generation, self.tokenizer, self.task_to_env, self.max_seq_len,
+            self.max_rollout_turns, self.greedy)
+        completion = Completion(
+            message_log=final["message_log"],
+            env_extras=final.get("extra_env_info"),
+            truncated=bool(final["truncated"]),
+            reward=float(final["total_reward"]),
+        )
+        return completion, metrics
+
+    def _aggregate_rollout_metrics(self, completions: list[Completion],
+                                   all_sample_metrics: list[dict]) -> dict[str, Any]:
+        return aggregate_sample_metrics(all_sample_metrics)
+
+
+class AsyncNemoGymRolloutImpl:
+    """Per-prompt rollouts through the agent servers: N rows of one prompt go to `/run` as one batch.
+
+    The prompt's NeMo Gym row (`responses_create_params`, `agent_ref`, verifier fields) is the sample's
+    `extra_env_info`, as NeMo RL's NeMo Gym datasets store it. `head_server_url` (or a ready
+    `rollout_helper`) says where the servers are.
+    """
+
+    def __init__(self, tokenizer: TokenizerType, task_to_env: dict[str, EnvironmentInterface],
+                 num_generations_per_prompt: int, max_seq_len: int, generation_config: GenerationConfig,
+                 max_rollout_turns: Optional[int] = None, **kwargs: Any) -> None:
+        self.tokenizer = tokenizer
+        self.task_to_env = task_to_env
+        self.num_generations_per_prompt = num_generations_per_prompt
+        self.max_seq_len = max_seq_len
+        self.generation_config = generation_config
+        self.max_rollout_turns = max_rollout_turns
+        self.agent_name: Optional[str] = kwargs.get("agent_name")
+        self.rollout_helper: RolloutCollectionHelper = kwargs.get("rollout_helper") or RolloutCollectionHelper(
+            head_server_config=kwargs.get("head_server_url"))
+        self._validate_init_params()
+
+    def _validate_init_params(self) -> None:
+        if self.num_generations_per_prompt < 1:
+            raise ValueError(f"num_generations_per_prompt must be at least 1, got {self.num_generations_per_prompt}")
+        if self.generation_config is None:
+            raise ValueError("AsyncNemoGymRolloutImpl needs a generation_config (temperature, max_new_tokens, ...)")
+        if self.max_seq_len < 1:
+            raise ValueError(f"max_seq_len must be positive, got {self.max_seq_len}")
+
+    def _build_inputs(self, input_sample: DatumSpec) -> list[dict]:
+        """N rows of the prompt's NeMo Gym row, keyed (prompt idx, j), with the generation config applied and the
+        token ids of every generation asked for."""
+        row = input_sample.get("extra_env_info")
+        if not isinstance(row, dict) or not isinstance(row.get("responses_create_params"), dict):
+            raise ExperienceError(
+                f"prompt {input_sample.get('idx')}: a NeMo Gym sample needs its row (with responses_create_params) "
+                f"as extra_env_info")
+        params = dict(row["responses_create_params"])
+        config = self.generation_config
+        for ours, theirs in (("temperature", "temperature"), ("top_p", "top_p"),
+                             ("max_new_tokens", "max_output_tokens")):
+            if config.get(ours) is not None:
+                params[theirs] = config[ours]
+        params[RETURN_TOKENS_PARAM] = True
+        base = {**row, "responses_create_params": params}
+        if self.agent_name and "agent_ref" not in base:
+            base["agent_ref"] = {"name": self.agent_name}
+        if "agent_ref" not in base:
+            raise ExperienceError(f"prompt {input_sample.get('idx')}: the row has no agent_ref and no agent_name "
+                                  f"was given")
+        prompt_idx = int(input_sample.get("idx", 0))
+        return [{**copy.deepcopy(base), NEMO_GYM_TASK_INDEX_KEY: prompt_idx, NEMO_GYM_ROLLOUT_INDEX_KEY: j}
+                for j in range(self.num_generations_per_prompt)]
+
+    async def run_rollout(self, input_sample: DatumSpec) -> PromptGroupRecord:
+        """Run `num_generations_per_prompt` rollouts of one prompt through the agents; PromptGroupError on failure."""
+        started = time.monotonic()
+        inputs = self._build_inputs(input_sample)
+        completions, metrics = await self._run_rollouts(inputs, int(input_sample.get("idx", -1)))
+        agent = inputs[0]["agent_ref"]["name"]
+        return _record(input_sample, completions, metrics, started, agent_name=agent)
+
+    async def _run_rollouts(self, inputs: list[dict], prompt_idx: int) -> tuple[list[Completion], dict[str, Any]]:
+        """Dispatch the rows and turn each result into a Completion, in rollout-index order."""
+        by_index: dict[int, Completion] = {}
+        stream = self.rollout_helper.run_examples(inputs)
+        try:
+            async for row, result in stream:
+                traj_idx = row[NEMO_GYM_ROLLOUT_INDEX_KEY]
+                try:
+                    by_index[traj_idx] = self._result_to_completion(result)
+                except ExperienceError as exc:
+                    raise PromptGroupError(prompt_idx, traj_idx, exc) from exc
+        except PromptGroupError:
+            raise
+        except Exception as exc:
+            raise PromptGroupError(prompt_idx, getattr(exc, "rollout_index", -1), exc) from exc
+        finally:
+            await stream.aclose()
+        completions = [by_index[j] for j in sorted(by_index)]
+        return completions, self._compute_rollout_metrics(completions, inputs[0]["agent_ref"]["name"])
+
+    def _result_to_completion(self, result: dict) -> Completion:
+        return result_to_completion(result, self.tokenizer, self.max_seq_len)
+
+    def _compute_rollout_metrics(self, completions: list[Completion], agent_name: str) -> dict[str, Any]:
+        turns, gen_tokens, env_tokens = [], [], []
+        for completion in completions:
+            assistant = [m for m in completion.message_log if m["role"] == "assistant"]
+            turns.append(len(assistant))
+            gen_tokens.append(sum(len(m["token_ids"]) for m in assistant))
+            env_tokens.append(sum(len(m["token_ids"]) for m in completion.message_log[1:] if m["role"] != "assistant"))
+        metrics = batch_rollout_metrics(
+            turns, gen_tokens, env_tokens,
+            terminated=[not c.truncated for c in completions],
+            truncated=[c.truncated for c in completions],
+            max_turns_reached=[bool(self.max_rollout_turns) and t >= self.max_rollout_turns for t in turns],
+            total_rewards=[c.reward for c in completions],
+        )
+        metrics[f"{agent_name}/mean_reward"] = metrics.get("mean_total_reward", 0.0)
+        return metrics
+
+
+class RolloutManager:
+    """Routes `run_rollout` to AsyncRolloutImpl (`use_nemo_gym=False`, needs `policy_generation`) or to
+    AsyncNemoGymRolloutImpl (`use_nemo_gym=True`, needs `generation_config`)."""
+
+    def __init__(self, tokenizer: TokenizerType, task_to_env: dict[str, EnvironmentInterface],
+                 num_generations_per_prompt: int, max_seq_len: int, max_rollout_turns: Optional[int] = None,
+                 policy_generation: Optional[GenerationInterface] = None,
+                 generation_config: Optional[GenerationConfig] = None, use_nemo_gym: bool = False,
+                 **kwargs: Any) -> None:
+        if use_nemo_gym:
+            self.impl: AsyncRolloutImpl | AsyncNemoGymRolloutImpl = AsyncNemoGymRolloutImpl(
+                tokenizer, task_to_env, num_generations_per_prompt, max_seq_len, generation_config,
+                max_rollout_turns, **kwargs)
+        else:
+            if policy_generation is None:
+                raise ValueError("RolloutManager(use_nemo_gym=False) needs a policy_generation backend")
+            self.impl = AsyncRolloutImpl(tokenizer, task_to_env, num_generations_per_prompt, max_seq_len,
+                                         policy_generation, max_rollout_turns or UNLIMITED_TURNS, **kwargs)
+        self.use_nemo_gym = use_nemo_gym
+
+    async def run_rollout(self, input_sample: DatumSpec) -> PromptGroupRecord:
+        return await self.impl.run_rollout(input_sample)
