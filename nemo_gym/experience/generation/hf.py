@@ -1,0 +1,176 @@
+"""A generation backend that runs a Hugging Face transformers causal LM in this process (CPU by default).
+
+Meant for small models, tests and machines without vLLM: it decodes a whole batch together (hf_decoding.py) and is
+far slower than vLLM on anything large. One generation runs at a time (a lock around the model); `generate_async`
+runs it in a worker thread so the caller's event loop keeps running, and yields each sample as it finishes.
+"""
+
+import asyncio
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, AsyncIterator, Callable, Optional
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from nemo_gym.experience.batched_data_dict import BatchedDataDict
+from nemo_gym.experience.errors import GenerationError
+from nemo_gym.experience.generation.hf_decoding import Sampling, decode_batch
+from nemo_gym.experience.generation.interfaces import (
+    GenerationConfig,
+    GenerationDatumSpec,
+    GenerationInterface,
+    GenerationOutputSpec,
+)
+from nemo_gym.experience.generation.samples import (
+    NO_ROOM,
+    GeneratedSample,
+    SampleRequest,
+    pack_outputs,
+    require_config,
+    sample_requests,
+)
+
+OnFinished = Callable[[SampleRequest, GeneratedSample], None]
+
+
+def _as_id_set(value: Any) -> set[int]:
+    if value is None:
+        return set()
+    return {int(v) for v in value} if isinstance(value, (list, tuple, set)) else {int(value)}
+
+
+class HFGeneration(GenerationInterface):
+    """In-process generation with transformers.
+
+    `model` is a model folder (loaded with AutoModelForCausalLM / AutoTokenizer) or a loaded model, which then needs
+    `tokenizer`. `device` defaults to "cpu" for a folder and to where a loaded model already is; `dtype` defaults to
+    float32 on CPU and bfloat16 on GPUs. End-of-turn ids are the tokenizer's and the model's eos ids plus the config's
+    `stop_token_ids`. `seed` makes sampled generation repeatable.
+    """
+
+    supports_async = True
+
+    def __init__(
+        self,
+        config: GenerationConfig,
+        model: str | os.PathLike | PreTrainedModel,
+        tokenizer: Any = None,
+        *,
+        device: Optional[str | torch.device] = None,
+        dtype: Optional[torch.dtype] = None,
+        seed: Optional[int] = None,
+    ) -> None:
+        require_config(config, ("max_new_tokens", "max_seq_len"), "HFGeneration")
+        if isinstance(model, (str, os.PathLike)):
+            device = torch.device(device or "cpu")
+            dtype = dtype or (torch.float32 if device.type == "cpu" else torch.bfloat16)
+            tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
+            model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(device)
+        else:
+            if tokenizer is None:
+                raise ValueError("HFGeneration: a loaded model needs its tokenizer")
+            if device is not None or dtype is not None:
+                model = model.to(device=device, dtype=dtype)
+        self.config = config
+        self.model: Optional[PreTrainedModel] = model.eval()
+        self.tokenizer = tokenizer
+        self.eos_ids = frozenset(_as_id_set(tokenizer.eos_token_id)
+                                 | _as_id_set(getattr(model.generation_config, "eos_token_id", None))
+                                 | _as_id_set(config.get("stop_token_ids")))
+        pad = next((p for p in (config.get("pad_token_id"), tokenizer.pad_token_id, tokenizer.eos_token_id)
+                    if p is not None), None)
+        if pad is None:
+            raise ValueError("HFGeneration: no pad_token_id in the config and none in the tokenizer")
+        self._pad_token_id = int(pad)
+        self._generator = torch.Generator(device=model.device).manual_seed(seed) if seed is not None else None
+        self._lock = threading.Lock()  # one generation at a time, whichever thread asks
+        self._worker: Optional[ThreadPoolExecutor] = None
+
+    @property
+    def pad_token_id(self) -> int:
+        return self._pad_token_id
+
+    def generate(self, data: BatchedDataDict[GenerationDatumSpec],
+                 greedy: bool = False) -> BatchedDataDict[GenerationOutputSpec]:
+        requests = sample_requests(data, self.config)
+        results: dict[int, GeneratedSample] = {r.index: NO_ROOM for r in requests if r.max_new_tokens == 0}
+        self._decode([r for r in requests if r.max_new_tokens > 0], greedy,
+                     lambda request, generated: results.__setitem__(request.index, generated))
+        return pack_outputs(requests, [results[r.index] for r in requests], self.pad_token_id,
+                            min_width=data["input_ids"].shape[1])
+
+    async def generate_async(
+        self, data: BatchedDataDict[GenerationDatumSpec], greedy: bool = False
+    ) -> AsyncIterator[tuple[int, BatchedDataDict[GenerationOutputSpec]]]:
+        requests = sample_requests(data, self.config)
+        width = data["input_ids"].shape[1]
+        for request in requests:
+            if request.max_new_tokens == 0:
+                yield request.index, pack_outputs([request], [NO_ROOM], self.pad_token_id, min_width=width)
+        to_generate = [r for r in requests if r.max_new_tokens > 0]
+        if not to_generate:
+            return
+        loop = asyncio.get_running_loop()
+        finished: asyncio.Queue[tuple[SampleRequest, GeneratedSample] | BaseException] = asyncio.Queue()
+        cancelled = threading.Event()
+
+        def hand_over(item: tuple[SampleRequest, GeneratedSample] | BaseException) -> None:
+            if not cancelled.is_set():  # once the consumer has gone, its loop may be closed
+                loop.call_soon_threadsafe(finished.put_nowait, item)
+
+        def work() -> None:
+            try:
+                self._decode(to_generate, greedy, lambda request, generated: hand_over((request, generated)),
+                             cancelled)
+            except BaseException as exc:  # delivered to the consumer, which raises it
+                hand_over(exc)
+
+        loop.run_in_executor(self._worker_thread(), work)
+        try:
+            for _ in to_generate:
+                item = await finished.get()
+                if isinstance(item, BaseException):
+                    raise item
+                request, generated = item
+                yield request.index, pack_outputs([request], [generated], self.pad_token_id, min_width=width)
+        finally:
+            cancelled.set()  # the consumer stopped early or failed: the worker stops at its next token
+
+    def shutdown(self) -> None:
+        """Stop the worker thread and drop the model; the backend cannot generate afterwards."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True, cancel_futures=True)
+            self._worker = None
+        with self._lock:
+            self.model = None
+
+    def __enter__(self) -> "HFGeneration":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.shutdown()
+
+    def _worker_thread(self) -> ThreadPoolExecutor:
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-generation")
+        return self._worker
+
+    def _decode(self, requests: list[SampleRequest], greedy: bool, on_finished: OnFinished,
+                cancelled: Optional[threading.Event] = None) -> None:
+        if not requests:
+            return
+        sampling = Sampling(greedy=greedy, temperature=float(self.config.get("temperature", 1.0)),
+                            top_p=float(self.config.get("top_p", 1.0)), top_k=self.config.get("top_k"))
+        with self._lock:
+            if self.model is None:
+                raise RuntimeError("HFGeneration was shut down")
+            try:
+                decode_batch(self.model, self.tokenizer, requests, sampling=sampling, eos_ids=self.eos_ids,
+                             pad_token_id=self.pad_token_id, on_finished=on_finished, cancelled=cancelled,
+                             generator=self._generator)
+            except (RuntimeError, ValueError) as exc:  # how torch reports device, memory and shape failures
+                indices = [r.index for r in requests]
+                raise GenerationError(f"samples {indices}: {type(self.model).__name__} on {self.model.device} "
+                                      f"failed: {type(exc).__name__}: {exc}") from exc

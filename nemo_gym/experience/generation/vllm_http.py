@@ -1,0 +1,199 @@
+"""A generation backend that sends token ids to vLLM's OpenAI-compatible `/v1/completions` and takes token ids back.
+
+Each sample is one request (prompt = its unpadded token ids), spread round-robin over the replicas; the reply's
+`token_ids` and `logprobs.token_logprobs` are used exactly as vLLM produced them, never re-tokenized. All HTTP runs
+on one private event loop in a background thread owned by the backend, so there is one connection pool and one
+concurrency limit whoever calls: `generate` from plain code or from inside a running loop, `generate_async` from
+any loop (it awaits the private loop's work without blocking the caller's).
+"""
+
+import asyncio
+import itertools
+import threading
+from typing import Any, AsyncIterator, Optional, Sequence
+
+from nemo_gym.experience.batched_data_dict import BatchedDataDict
+from nemo_gym.experience.errors import GenerationError
+from nemo_gym.experience.generation.interfaces import (
+    GenerationConfig,
+    GenerationDatumSpec,
+    GenerationInterface,
+    GenerationOutputSpec,
+)
+from nemo_gym.experience.generation.samples import (
+    NO_ROOM,
+    GeneratedSample,
+    SampleRequest,
+    pack_outputs,
+    require_config,
+    sample_requests,
+)
+from nemo_gym.http_client import HttpClient, RequestFailed
+
+
+def _base_url_list(base_urls: str | Sequence[str]) -> list[str]:
+    urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+    if not urls:
+        raise ValueError("VllmHttpGeneration needs at least one base URL")
+    return [url.rstrip("/") for url in urls]
+
+
+def _parse_choice(reply: Any, url: str, request: SampleRequest) -> GeneratedSample:
+    """The generated ids, their log-probs and the truncation flag of a completions reply, or GenerationError."""
+    try:
+        choice = reply["choices"][0]
+        token_ids = [int(t) for t in choice["token_ids"]]
+        logprobs = [float(lp) for lp in choice["logprobs"]["token_logprobs"]]
+        finish_reason = choice["finish_reason"]
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise GenerationError(
+            f"sample {request.index}: malformed reply from {url} (invalid_response): {type(exc).__name__}: {exc}"
+        ) from None
+    if len(token_ids) != len(logprobs):
+        raise GenerationError(f"sample {request.index}: {url} returned {len(token_ids)} token ids but "
+                              f"{len(logprobs)} log-probs (invalid_response)")
+    if finish_reason not in ("stop", "length"):
+        raise GenerationError(f"sample {request.index}: {url} finished with {finish_reason!r} (invalid_response)")
+    return GeneratedSample(token_ids, logprobs, truncated=finish_reason == "length")
+
+
+class VllmHttpGeneration(GenerationInterface):
+    """vLLM over HTTP, token in / token out, one request per sample, over one or several replicas."""
+
+    supports_async = True
+
+    def __init__(
+        self,
+        config: GenerationConfig,
+        base_urls: str | Sequence[str],
+        *,
+        api_key: Optional[str] = None,
+        max_concurrency: int = 128,
+        request_timeout_s: float = 600.0,
+        connect_timeout_s: float = 5.0,
+    ) -> None:
+        require_config(config, ("model_name", "max_new_tokens", "max_seq_len", "pad_token_id"), "VllmHttpGeneration")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        self.config = config
+        self.base_urls = _base_url_list(base_urls)
+        self._headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self._max_concurrency = max_concurrency
+        self._http = HttpClient(connect_timeout_s=connect_timeout_s, read_timeout_s=request_timeout_s,
+                                max_connections=max_concurrency)
+        self._round_robin = itertools.count()
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread: Optional[threading.Thread] = None
+        self._semaphore: Optional[asyncio.Semaphore] = None
+        self._start_lock = threading.Lock()
+
+    def __repr__(self) -> str:  # never shows the api key
+        return f"VllmHttpGeneration(model={self.config['model_name']!r}, base_urls={self.base_urls})"
+
+    @property
+    def pad_token_id(self) -> int:
+        return int(self.config["pad_token_id"])
+
+    def generate(self, data: BatchedDataDict[GenerationDatumSpec],
+                 greedy: bool = False) -> BatchedDataDict[GenerationOutputSpec]:
+        requests = sample_requests(data, self.config)
+        future = asyncio.run_coroutine_threadsafe(self._generate_all(requests, greedy), self._private_loop())
+        try:
+            results = future.result()
+        except BaseException:
+            future.cancel()  # e.g. KeyboardInterrupt: stop the requests still in flight
+            raise
+        return pack_outputs(requests, results, self.pad_token_id, min_width=data["input_ids"].shape[1])
+
+    async def generate_async(
+        self, data: BatchedDataDict[GenerationDatumSpec], greedy: bool = False
+    ) -> AsyncIterator[tuple[int, BatchedDataDict[GenerationOutputSpec]]]:
+        requests = sample_requests(data, self.config)
+        width = data["input_ids"].shape[1]
+        loop = self._private_loop()
+        pending = [asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._indexed(r, greedy), loop))
+                   for r in requests]
+        try:
+            for next_done in asyncio.as_completed(pending):
+                request, result = await next_done
+                yield request.index, pack_outputs([request], [result], self.pad_token_id, min_width=width)
+        finally:  # the consumer stopped early or a sample failed: cancel the rest, and read failures nobody awaited
+            for future in pending:
+                if not future.cancel() and not future.cancelled():
+                    future.exception()  # marks it retrieved, so asyncio logs no "exception was never retrieved"
+
+    def shutdown(self) -> None:
+        """Close the connections and stop the private loop; a later call starts them again."""
+        with self._start_lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = self._semaphore = None
+        if loop is None or thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._http.aclose(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()
+
+    def __enter__(self) -> "VllmHttpGeneration":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.shutdown()
+
+    def _private_loop(self) -> asyncio.AbstractEventLoop:
+        with self._start_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                # Daemon: a caller that forgets shutdown() must not keep the interpreter from exiting.
+                thread = threading.Thread(target=loop.run_forever, name="vllm-http-generation", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    async def _generate_all(self, requests: list[SampleRequest], greedy: bool) -> list[GeneratedSample]:
+        tasks = [asyncio.ensure_future(self._generate_one(r, greedy)) for r in requests]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:  # one sample failed: the batch has failed, so stop spending the server on the rest
+                task.cancel()
+            raise
+
+    async def _indexed(self, request: SampleRequest, greedy: bool) -> tuple[SampleRequest, GeneratedSample]:
+        return request, await self._generate_one(request, greedy)
+
+    async def _generate_one(self, request: SampleRequest, greedy: bool) -> GeneratedSample:
+        if request.max_new_tokens == 0:
+            return NO_ROOM
+        if self._semaphore is None:  # created on the private loop, the only one that awaits it
+            self._semaphore = asyncio.Semaphore(self._max_concurrency)
+        url = f"{self.base_urls[next(self._round_robin) % len(self.base_urls)]}/completions"
+        async with self._semaphore:
+            try:
+                reply = await self._http.post_json(url, self._body(request, greedy), headers=self._headers)
+            except RequestFailed as exc:
+                raise GenerationError(f"sample {request.index}: {url} failed after {exc.attempts} attempt(s) "
+                                      f"({exc.failure_class}): {exc.message}") from None
+        return _parse_choice(reply, url, request)
+
+    def _body(self, request: SampleRequest, greedy: bool) -> dict[str, Any]:
+        config = self.config
+        body: dict[str, Any] = {
+            "model": config["model_name"],
+            "prompt": request.prompt_ids,
+            "max_tokens": request.max_new_tokens,
+            "temperature": 0.0 if greedy else config.get("temperature", 1.0),
+            "top_p": 1.0 if greedy else config.get("top_p", 1.0),
+            "logprobs": 0,  # the chosen token's raw log-prob only (vLLM's default logprobs mode)
+            "return_token_ids": True,
+        }
+        top_k = config.get("top_k")
+        if not greedy and top_k is not None and top_k > 0:
+            body["top_k"] = top_k
+        if config.get("stop_token_ids"):
+            body["stop_token_ids"] = list(config["stop_token_ids"])
+        if request.stop_strings:
+            # Keeps the stop string in both text and token ids, so the ids a trainer sees match the text.
+            body["stop"] = request.stop_strings
+            body["include_stop_str_in_output"] = True
+        return body
