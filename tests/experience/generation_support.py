@@ -87,18 +87,21 @@ class LoopbackServer:
 
 class CountingProxy(LoopbackServer):
     """A LoopbackServer that forwards every request to a vLLM (`upstream_base_url`, .../v1) and returns its reply;
-    `requests` counts what went through."""
+    `requests` counts what went through and `exchanges` pairs each forwarded body with vLLM's decoded answer."""
 
     def __init__(self, upstream_base_url: str) -> None:
         super().__init__(self._forward)
         self.upstream_base_url = upstream_base_url.rstrip("/")
         self._client: Optional[aiohttp.ClientSession] = None
+        self.exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = []
 
     async def _forward(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
         if self._client is None:  # created on the proxy's own loop
             self._client = aiohttp.ClientSession(trust_env=False)
         async with self._client.post(self.upstream_base_url + path.removeprefix("/v1"), json=body) as response:
-            return response.status, await response.read()
+            status, content = response.status, await response.read()
+        self.exchanges.append((body, orjson.loads(content)))
+        return status, content
 
     def __exit__(self, *exc_info: Any) -> None:
         if self._client is not None:

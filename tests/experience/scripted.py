@@ -67,9 +67,11 @@ class ScriptedGeneration(GenerationInterface):
 class CountdownEnvironment(EnvironmentInterface):
     """Ends a sample after `extra_env_info["turns"]` turns; 0.25 reward per turn; counts turns in its metadata."""
 
-    def __init__(self, role: str = "user", fail_on_turn: Optional[int] = None) -> None:
+    def __init__(self, role: str = "user", fail_on_turn: Optional[int] = None,
+                 next_stop_strings: Optional[list[str]] = None) -> None:
         self.role = role
         self.fail_on_turn = fail_on_turn
+        self.next_stop_strings = next_stop_strings
 
     def step(self, message_log_batch: list, metadata: list) -> EnvironmentReturn:
         observations, new_metadata, terminateds = [], [], []
@@ -82,7 +84,7 @@ class CountdownEnvironment(EnvironmentInterface):
             new_metadata.append({**state, "seen": seen})
             terminateds.append(seen >= state["turns"])
         n = len(message_log_batch)
-        return EnvironmentReturn(observations, new_metadata, [None] * n, torch.full((n,), 0.25),
+        return EnvironmentReturn(observations, new_metadata, [self.next_stop_strings] * n, torch.full((n,), 0.25),
                                  torch.tensor(terminateds))
 
 

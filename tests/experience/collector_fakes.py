@@ -1,0 +1,143 @@
+"""Fault-injecting stand-ins for the collector tests: a scripted rollout manager, configs, a simulated trainer.
+
+Stubs are used here only to inject faults (stragglers, failing groups, a dead engine) deterministically; the
+collector, buffer, prompt source and loader under test are the real ones.
+"""
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Optional
+
+import pytest
+
+from nemo_gym.experience.errors import DataExhaustedError, GenerationError, PromptGroupError
+from nemo_gym.experience.interfaces import DatumSpec, PromptGroupRecord
+from nemo_gym.experience.prompt_loader import StatefulPromptLoader
+from nemo_gym.experience.replay_buffer import ReplayBuffer
+from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
+
+
+def make_dataset(size: int) -> list[DatumSpec]:
+    return [DatumSpec(message_log=[], extra_env_info={"answer": i}, task_name="fake", idx=i) for i in range(size)]
+
+
+def master_config(prompts_per_step: int = 4, max_age: int = 2, **async_grpo: Any) -> dict[str, Any]:
+    return {
+        "grpo": {"num_prompts_per_step": prompts_per_step, "num_generations_per_prompt": 2,
+                 "async_grpo": {"max_trajectory_age_steps": max_age, **async_grpo}},
+        "policy": {"max_total_sequence_length": 512, "generation": {"max_new_tokens": 16}},
+    }
+
+
+class ScriptedRolloutManager:
+    """`run_rollout` sleeps `delay_s` and returns a record, unless the prompt's script says fail or hang.
+
+    Scripts are keyed by the prompt's `idx` and count its attempts over the manager's life: `fail_first` /
+    `hang_first` misbehave on the first attempt only, `fail_always` / `hang_always` on every one. `kill()` makes
+    every later call raise (a dead engine); `slow` maps idx -> its own delay.
+    """
+
+    def __init__(self, delay_s: float = 0.002, *, fail_always: Iterable[int] = (), fail_first: Iterable[int] = (),
+                 hang_first: Iterable[int] = (), hang_always: Iterable[int] = (),
+                 slow: Optional[dict[int, float]] = None) -> None:
+        self.delay_s = delay_s
+        self.fail_always, self.fail_first = set(fail_always), set(fail_first)
+        self.hang_first, self.hang_always = set(hang_first), set(hang_always)
+        self.slow = slow or {}
+        self.attempts: Counter[int] = Counter()
+        self.dead = False
+        self.hang_everything = False
+
+    def kill(self) -> None:
+        self.dead = True
+
+    async def run_rollout(self, input_sample: DatumSpec) -> PromptGroupRecord:
+        idx = input_sample["idx"]
+        attempt = self.attempts[idx]
+        self.attempts[idx] += 1
+        if self.dead:
+            raise GenerationError("scripted: the inference engine is down")
+        if self.hang_everything or idx in self.hang_always or (idx in self.hang_first and attempt == 0):
+            await asyncio.Event().wait()
+        await asyncio.sleep(self.slow.get(idx, self.delay_s))
+        if idx in self.fail_always or (idx in self.fail_first and attempt == 0):
+            raise PromptGroupError(idx, 0, RuntimeError("scripted failure"))
+        return PromptGroupRecord(prompt_idx=idx, prompt=input_sample["message_log"],
+                                 extra_env_info=input_sample["extra_env_info"], metadata={"task_name": "fake"},
+                                 completions=[])
+
+
+# The simulated-trainer scenario: 30 prompts x 3 epochs, 4 prompts a step, max age 2; prompts 7 and 19 always
+# fail, 5 and 22 fail once, 3, 11 and 25 straggle once, 9 and 14 are slow.
+DATASET, EPOCHS, PROMPTS_PER_STEP, MAX_AGE = 30, 3, 4, 2
+ALWAYS_FAIL = frozenset({7, 19})
+SCENARIO_KNOBS = dict(max_epochs=EPOCHS, group_timeout_s=0.3, max_group_attempts=2)
+
+
+def scenario_manager() -> ScriptedRolloutManager:
+    return ScriptedRolloutManager(fail_always=ALWAYS_FAIL, fail_first={5, 22}, hang_first={3, 11, 25},
+                                  slow={9: 0.05, 14: 0.08})
+
+
+@contextmanager
+def running_collector(manager: Any, dataset_size: int = 40, *, prompts_per_step: int = 4, max_age: int = 2,
+                      batch_size: int = 8, start_step: int = 0, checkpoint: Any = None, buffer_size: int = 0,
+                      seed: int = 0, shuffle: bool = True,
+                      **async_grpo: Any) -> Iterator[tuple[AsyncTrajectoryCollector, ReplayBuffer]]:
+    """A started collector over a shuffled StatefulPromptLoader; always shut down, however the test ends."""
+    buffer = ReplayBuffer(buffer_size or prompts_per_step * (max_age + 1) * 2)
+    collector = AsyncTrajectoryCollector(None, None, {}, master_config(prompts_per_step, max_age, **async_grpo),
+                                         buffer, start_step, rollout_manager=manager)
+    try:
+        if checkpoint is not None:
+            collector.load_checkpoint(checkpoint)
+        collector.start_collection(StatefulPromptLoader(make_dataset(dataset_size), batch_size, seed=seed,
+                                                         shuffle=shuffle))
+        yield collector, buffer
+    finally:
+        collector.shutdown()
+
+
+def train_step(collector: AsyncTrajectoryCollector, buffer: ReplayBuffer, step: int, prompts_per_step: int,
+               max_age: int, *, train_time_s: float = 0.0, timeout_s: float = 10.0) -> list[tuple[int, int]]:
+    """One simulated trainer step: take the step's groups, check them, "train", refit to version step+1.
+    Returns the (epoch, idx) of the prompts trained."""
+    batch = buffer.sample_blocking(prompts_per_step, step, max_age, timeout_s=timeout_s)
+    entries = batch["entries"]
+    assert len(entries) == prompts_per_step
+    assert all(e.target_weight_version == step for e in entries)
+    assert all(0 <= step - e.generation_weight_version <= max_age for e in entries)
+    time.sleep(train_time_s)
+    collector.prepare_for_refit(timeout_s=timeout_s)
+    collector.set_weight_version(step + 1)
+    collector.resume_after_refit()
+    return [e.prompt.key for e in entries]
+
+
+def train_until_exhausted(collector: AsyncTrajectoryCollector, buffer: ReplayBuffer, first_step: int,
+                          prompts_per_step: int, max_age: int, *, train_time_s: float = 0.0,
+                          timeout_s: float = 10.0) -> tuple[list[tuple[int, int]], int]:
+    """Train step after step until the data runs out; returns the prompts trained and the step that could not
+    be filled."""
+    trained, step = [], first_step
+    while True:
+        try:
+            trained += train_step(collector, buffer, step, prompts_per_step, max_age, train_time_s=train_time_s,
+                                  timeout_s=timeout_s)
+        except DataExhaustedError:
+            return trained, step
+        step += 1
+
+
+def collector_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "AsyncTrajectoryCollector"]
+
+
+@pytest.fixture
+def no_thread_leak() -> Iterator[None]:
+    """Fails a test that leaves a collector thread running."""
+    yield
+    assert collector_threads() == []
