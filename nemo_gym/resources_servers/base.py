@@ -11,8 +11,8 @@ An environment subclasses `ResourcesServer`, marks its tool methods with `@tool`
             return {"reward": 1.0 if ... else 0.0}
 
 Routes: `POST /seed_session`, `POST /verify`, `POST /aggregate_metrics` and `POST /<tool name>` per tool. Tool
-arguments arrive as keyword arguments; a tool that declares a `session_id` parameter also gets the id of the rollout
-(from the session header), to find its state with `self.session_state(session_id)`.
+arguments arrive as keyword arguments; a tool (or `verify`) that declares a `session_id` parameter also gets the id
+of the rollout (from the session header), to find its state with `self.session_state(session_id)`.
 """
 
 import inspect
@@ -52,6 +52,7 @@ class ResourcesServer(BaseServer):
         # Ordered by last access, so expired sessions are always at the front.
         self._sessions: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         self._session_ttl_s = float(self.config.get("session_ttl_s", DEFAULT_SESSION_TTL_S))
+        self._verify_wants_session = SESSION_PARAM in inspect.signature(self.verify).parameters
 
     # ---- hooks for environments ----
 
@@ -138,8 +139,9 @@ class ResourcesServer(BaseServer):
             raise HandlerError(400, "verify needs the input row plus a 'response' object")
         row = {key: value for key, value in body.items() if key != "response"}
         session_id = session_id_of(request)
+        extra = {SESSION_PARAM: session_id} if self._verify_wants_session else {}
         try:
-            result = await self.verify(row, response)
+            result = await self.verify(row, response, **extra)
         finally:
             self.drop_session(session_id)
         if "reward" not in result:

@@ -14,7 +14,7 @@ from nemo_gym.config.servers import ServerSpec
 from nemo_gym.protocol import SESSION_HEADER
 from nemo_gym.resources_servers import ResourcesServer, tool
 from nemo_gym.resources_servers.example_single_tool_call.app import ExampleSingleToolCall
-from nemo_gym.resources_servers.math import app as math_app
+from nemo_gym.resources_servers.math import app as math_app, verifier
 from nemo_gym.resources_servers.math.generate_arithmetic import generate_rows, main as generate_main
 from nemo_gym.resources_servers.metrics import NumericStats, group_mean_reward, summarize
 
@@ -47,7 +47,7 @@ def _call(arguments: str, name: str = "get_weather") -> dict[str, Any]:
     ],
 )
 def test_extract_answer(text: str, expected: str | None) -> None:
-    assert math_app.extract_answer(text) == expected
+    assert verifier.extract_answer(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -56,20 +56,20 @@ def test_extract_answer(text: str, expected: str | None) -> None:
      ("67", "68", False), ("-68", "68", False)],
 )
 def test_answers_match(predicted: str, expected: str, match: bool) -> None:
-    assert math_app.answers_match(predicted, expected) is match
+    assert verifier.answers_match(predicted, expected) is match
 
 
 def test_answers_match_falls_back_to_numbers_when_math_verify_cannot_parse(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(math_app, "parse", lambda text: [])
-    assert math_app.answers_match("1,000.0", "1000")
-    assert not math_app.answers_match("999", "1000")
-    assert not math_app.answers_match("x", "1000")
+    monkeypatch.setattr(verifier, "parse", lambda text: [])
+    assert verifier.answers_match("1,000.0", "1000")
+    assert not verifier.answers_match("999", "1000")
+    assert not verifier.answers_match("x", "1000")
 
 
 def test_final_message_text_uses_the_last_message_only() -> None:
     response = _response(_message("draft: 12"), _call('{"city": "Paris"}'), _message("final: \\boxed{13}"))
     assert math_app.final_message_text(response) == "final: \\boxed{13}"
-    assert math_app.extract_answer(math_app.final_message_text(response)) == "13"
+    assert verifier.extract_answer(math_app.final_message_text(response)) == "13"
     assert math_app.final_message_text(_response(_call("{}"))) == ""
 
 

@@ -1,0 +1,1 @@
+"""Environments of the experience layer: EnvironmentInterface and the bundled environments."""

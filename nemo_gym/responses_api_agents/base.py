@@ -1,0 +1,102 @@
+"""The base of agent servers: one rollout = seed the environment, run the agent's loop, verify.
+
+A subclass implements `run_loop(params, session_id)`, which drives the model server and the resources server for one
+rollout and returns the final Responses object whose `output` holds every item of the rollout in order. The base
+serves `POST /run` (seed_session -> run_loop -> verify), `POST /v1/responses` (run_loop alone) and
+`POST /aggregate_metrics` (forwarded to the resources server).
+
+Settings every agent takes:
+    resources_server: {type: resources_servers, name: ...}
+    model_server: {type: responses_api_models, name: ...}
+    model_timeout_s: 600        # per model call
+    resources_timeout_s: 300    # per seed_session / tool / step / verify call
+
+A downstream call that fails after its retries answers 502 with the downstream failure class (see
+`nemo_gym.server.base.json_route`), so the collector records what really failed; it never becomes a reward.
+"""
+
+import uuid
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from nemo_gym.errors import NemoGymError
+from nemo_gym.http_client import RequestFailed
+from nemo_gym.protocol import SESSION_HEADER
+from nemo_gym.server.base import BaseServer, HandlerError, error_response, json_route
+
+
+def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The create params' `input` as a list of items (a plain string is one user message)."""
+    input_ = params.get("input", [])
+    if isinstance(input_, str):
+        return [{"role": "user", "content": input_}]
+    if not isinstance(input_, list):
+        raise HandlerError(400, "responses_create_params.input must be a string or a list of items")
+    return input_
+
+
+class AgentServer(BaseServer):
+    """Serves `POST /run`, `POST /v1/responses` and `POST /aggregate_metrics` around a subclass's `run_loop`."""
+
+    async def startup(self) -> None:
+        self.resources_server = self.spec.ref("resources_server").name
+        self.model_server = self.spec.ref("model_server").name
+        self.model_timeout_s = float(self.config.get("model_timeout_s", 600.0))
+        self.resources_timeout_s = float(self.config.get("resources_timeout_s", 300.0))
+
+    def routes(self) -> list[Route]:
+        return [
+            json_route("/run", self._run),
+            json_route("/v1/responses", self._responses),
+            Route("/aggregate_metrics", self._aggregate_metrics, methods=["POST"]),
+        ]
+
+    async def run_loop(self, params: dict[str, Any], session_id: str) -> dict[str, Any]:
+        """One rollout's model/environment loop; the returned response's `output` holds every item in order."""
+        raise NotImplementedError(f"{type(self).__name__} must implement run_loop()")
+
+    async def resources(self, path: str, body: Any, session_id: str, **kwargs: Any) -> Any:
+        """POST to the resources server within the rollout `session_id`."""
+        return await self.servers.post(
+            self.resources_server, path, body,
+            headers={SESSION_HEADER: session_id}, timeout_s=self.resources_timeout_s, **kwargs,
+        )
+
+    async def call_model(self, params: dict[str, Any], session_id: str) -> dict[str, Any]:
+        """One model call with `params` passed through unchanged; the answer must have an `output` list."""
+        response = await self.servers.post(
+            self.model_server, "/v1/responses", params,
+            headers={SESSION_HEADER: session_id}, timeout_s=self.model_timeout_s,
+        )
+        if not isinstance(response, dict) or not isinstance(response.get("output"), list):
+            raise HandlerError(502, "model server answered without an 'output' list", "invalid_response")
+        return response
+
+    async def _run(self, row: dict[str, Any], request: Request) -> dict[str, Any]:
+        params = row.get("responses_create_params") if isinstance(row, dict) else None
+        if not isinstance(params, dict):
+            raise HandlerError(400, "the input row needs a 'responses_create_params' object")
+        session_id = uuid.uuid4().hex
+        await self.resources("/seed_session", row, session_id)
+        response = await self.run_loop(params, session_id)
+        return await self.resources("/verify", {**row, "response": response}, session_id)
+
+    async def _responses(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
+        if not isinstance(params, dict):
+            raise HandlerError(400, "the body must be Responses create params")
+        return await self.run_loop(params, request.headers.get(SESSION_HEADER) or uuid.uuid4().hex)
+
+    async def _aggregate_metrics(self, request: Request) -> Response:
+        """Forwarded to the resources server as bytes, never decoded here: when the environment asks for the
+        rollouts' rows, the body holds one row per rollout, which as Python objects would be gigabytes."""
+        try:
+            url = f"{await self.servers.url(self.resources_server)}/aggregate_metrics"
+            status, content = await self.http.forward(url, request.stream(), timeout_s=self.resources_timeout_s)
+        except RequestFailed as exc:
+            return error_response(502, exc.failure_class, exc.message, upstream_status=exc.status)
+        except NemoGymError as exc:
+            return error_response(502, "connect", str(exc))
+        return Response(content, status_code=status, media_type="application/json")

@@ -1,0 +1,69 @@
+"""multi_turn_agent: one rollout = seed a turn-based environment, alternate model turns and environment steps, verify.
+
+Each turn the model gets the conversation so far (the row's input, then every output item so far, observations
+included) through `/v1/responses`, with the row's other create params passed through unchanged
+(`return_token_id_information` included, so token ids come back on the assistant items). The assistant's text goes
+to the resources server's `POST /step` (see `nemo_gym.resources_servers.turn_based`), whose observation joins the
+conversation as a user message. The loop stops when the environment says the episode terminated, when the prompt no
+longer fits the model's context (an incomplete response with no output), or after `max_turns` model turns; then
+`/verify` gets the response whose `output` holds every item of the rollout in order.
+
+An answer cut by `max_output_tokens` is still a move: the environment judges what the model wrote (as NeMo RL's
+multi-turn rollouts do); only a full context ends the rollout early.
+
+Settings (besides those of every agent, see `nemo_gym.responses_api_agents.base`):
+    max_turns: 10               # model turns per rollout
+"""
+
+from typing import Any
+
+from nemo_gym.errors import ConfigError
+from nemo_gym.http_client import NO_RETRY
+from nemo_gym.protocol import output_text
+from nemo_gym.responses_api_agents.base import AgentServer, input_items
+from nemo_gym.server.base import HandlerError
+
+DEFAULT_MAX_TURNS = 10
+
+
+def user_message(text: str) -> dict[str, Any]:
+    """An observation as a Responses input item: a user message."""
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def _context_full(response: dict[str, Any]) -> bool:
+    return response.get("status") == "incomplete" and not response["output"]
+
+
+class MultiTurnAgent(AgentServer):
+    """Model turn -> `/step` -> observation, until terminated, a full context or `max_turns`."""
+
+    async def startup(self) -> None:
+        await super().startup()
+        self.max_turns = int(self.config.get("max_turns", DEFAULT_MAX_TURNS))
+        if self.max_turns < 1:
+            raise ConfigError(f"server '{self.name}': max_turns must be at least 1, got {self.max_turns}")
+
+    async def _step(self, text: str, session_id: str) -> dict[str, Any]:
+        # No retry: a move changes the game, and a second attempt could play it twice.
+        step = await self.resources("/step", {"text": text}, session_id, retry=NO_RETRY)
+        if not (isinstance(step, dict) and isinstance(step.get("observation"), str)
+                and isinstance(step.get("terminated"), bool)):
+            raise HandlerError(502, "resources server's /step answered without 'observation' and 'terminated'",
+                               "invalid_response")
+        return step
+
+    async def run_loop(self, params: dict[str, Any], session_id: str) -> dict[str, Any]:
+        items = input_items(params)
+        outputs: list[dict[str, Any]] = []
+        response: dict[str, Any] = {}
+        for _ in range(self.max_turns):
+            response = await self.call_model({**params, "input": items + outputs}, session_id)
+            if _context_full(response):
+                break
+            outputs.extend(response["output"])
+            step = await self._step(output_text(response), session_id)
+            outputs.append(user_message(step["observation"]))
+            if step["terminated"]:
+                break
+        return {**response, "output": outputs}
