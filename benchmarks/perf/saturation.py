@@ -13,10 +13,6 @@ after a warm-up so that neither side gets a warmer prefix cache. Goal: stack / d
 import argparse
 import asyncio
 import json
-import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,45 +21,11 @@ from typing import Any
 import orjson
 
 from benchmarks.perf.harness import REPO_ROOT, WEATHER_AGENT, load_average, run_collector, weather_stack
+from benchmarks.perf.vllm_server import MODEL_NAME, vllm_server
 from nemo_gym.http_client import HttpClient
 from nemo_gym.protocol import to_chat_request
-from nemo_gym.server.supervisor import free_port
 
-MODEL_DIR = Path(os.environ.get("NEMO_GYM_TEST_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct"))
-MODEL_NAME = "SmolLM2-135M-Instruct"
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "saturation.json"
-
-
-def start_vllm(workdir: Path) -> tuple[subprocess.Popen, str]:
-    """The vLLM server the tests use (tests/conftest.py), eager mode for a shorter cold start."""
-    port = free_port()
-    log = open(workdir / "vllm.log", "wb")
-    popen = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL_DIR),
-         "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
-         "--max-model-len", "2048", "--enforce-eager"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"},
-        start_new_session=True,
-    )
-    return popen, f"http://127.0.0.1:{port}/v1"
-
-
-async def wait_ready(base_url: str, popen: subprocess.Popen, timeout_s: float = 600) -> None:
-    http = HttpClient(connect_timeout_s=2, read_timeout_s=5)
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            if popen.poll() is not None:
-                raise RuntimeError(f"vLLM exited with {popen.returncode}")
-            try:
-                await http.get_json(f"{base_url}/models")
-                return
-            except Exception:  # noqa: BLE001 - anything short of an answer means "not yet"
-                if time.monotonic() > deadline:
-                    raise RuntimeError("vLLM not ready in time") from None
-                await asyncio.sleep(1)
-    finally:
-        await http.aclose()
 
 
 def rows(n: int, max_tokens: int) -> list[dict[str, Any]]:
@@ -116,11 +78,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ng_saturation_") as tmp:
         work = Path(tmp)
         (work / "rows.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in batch))
-        popen, base_url = start_vllm(work)
-        try:
-            started = time.monotonic()
-            asyncio.run(wait_ready(base_url, popen))
-            print(f"vLLM ready after {time.monotonic() - started:.0f} s", flush=True)
+        with vllm_server(work) as base_url:
             with weather_stack(work / "stack", model_base_url=base_url, model_name=MODEL_NAME) as stack:
                 asyncio.run(direct(base_url, batch[: args.concurrency], args.concurrency))  # warm-up
                 phases: dict[str, list[dict[str, Any]]] = {"direct": [], "stack": []}
@@ -129,9 +87,6 @@ def main() -> None:
                     print(f"direct {i}: {phases['direct'][-1]}  load {load_average()}", flush=True)
                     phases["stack"].append(stack_phase(stack, work, f"stack{i}", args.concurrency))
                     print(f"stack  {i}: {phases['stack'][-1]}  load {load_average()}", flush=True)
-        finally:
-            os.killpg(popen.pid, signal.SIGTERM)
-            popen.wait(timeout=60)
     direct_rate = sum(p["requests_per_s"] for p in phases["direct"]) / args.rounds
     stack_rate = sum(p["rollouts_per_s"] for p in phases["stack"]) / args.rounds
     report = {
