@@ -8,11 +8,10 @@ about 3 in 4 of those but almost none of the 2-digit ones, and an end-to-end che
 
 import argparse
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
+from nemo_gym.resources_servers.generated_rows import write_rows
 
 PROMPT = "What is {a} + {b}? Answer with just the number."
 MAX_OUTPUT_TOKENS = 64
@@ -51,12 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--n must be >= 0")
     if not 1 <= args.digits <= 9:
         parser.error("--digits must be between 1 and 9")
-    data = b"".join(orjson.dumps(row) + b"\n" for row in generate_rows(args.n, args.seed, args.digits))
-    if args.out is None:
-        sys.stdout.buffer.write(data)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_bytes(data)
+    write_rows(generate_rows(args.n, args.seed, args.digits), args.out)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,10 @@ shipped `data/example.jsonl` is `--n 20 --seed 0`.
 
 import argparse
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from nemo_gym.resources_servers.generated_rows import write_rows
 from nemo_gym.resources_servers.number_guess.game import DEFAULT_HIGH, DEFAULT_LOW, instructions
 
 # A guess needs a few tokens; the cap keeps a rambling turn short.
@@ -53,12 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--n must be >= 0")
     if args.low > args.high:
         parser.error("--low must not exceed --high")
-    data = b"".join(orjson.dumps(row) + b"\n" for row in generate_rows(args.n, args.seed, args.low, args.high))
-    if args.out is None:
-        sys.stdout.buffer.write(data)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_bytes(data)
+    write_rows(generate_rows(args.n, args.seed, args.low, args.high), args.out)
 
 
 if __name__ == "__main__":
