@@ -11,6 +11,7 @@ from typing import Iterator
 import httpx
 import pytest
 
+from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
 from tests.helpers.stack import REPO_ROOT, free_port
 
 MODEL_DIR = Path(os.environ.get("NEMO_GYM_TEST_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct"))
@@ -43,7 +44,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(MODEL_DIR), "--served-model-name", MODEL_NAME,
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "2048",
+        "--host", "127.0.0.1", "--port", str(port), "--dtype", default_vllm_dtype(), "--max-model-len", "2048",
         # Eager mode halves the CPU cold start at about the same generation speed.
         "--enforce-eager",
         "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",

@@ -13,6 +13,7 @@ from typing import Iterator, Optional
 
 from benchmarks.perf.harness import REPO_ROOT
 from nemo_gym.http_client import HttpClient
+from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
 from nemo_gym.server.supervisor import free_port
 
 MODEL_DIR = Path(os.environ.get("NEMO_GYM_TEST_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct"))
@@ -25,7 +26,7 @@ def start_vllm(workdir: Path) -> tuple[subprocess.Popen, str]:
     log = open(workdir / "vllm.log", "wb")
     popen = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL_DIR),
-         "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+         "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", default_vllm_dtype(),
          "--max-model-len", "2048", "--enforce-eager"],
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"},
         start_new_session=True,

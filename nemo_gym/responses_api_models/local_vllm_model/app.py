@@ -1,7 +1,7 @@
 """A vllm_model server that starts vLLM itself, so one `ng_run` brings up the whole stack.
 
 Settings: `model_path`, `served_model_name` (default: the folder name), `max_model_len` (2048), `dtype`
-(bfloat16), `vllm_args` (extra command-line arguments, e.g. tool-call parser flags), `cpu_kvcache_space_gib`
+(default: bfloat16 where the CPU has native bf16 or there is a GPU, else float32; see dtype.py), `vllm_args` (extra command-line arguments, e.g. tool-call parser flags), `cpu_kvcache_space_gib`
 (sets VLLM_CPU_KVCACHE_SPACE; default 2 unless the environment sets it), plus every vllm_model setting except
 `base_url`. `/health` answers 503 until vLLM serves, so ng_run's `startup_timeout_s` must cover its cold start.
 vLLM's output goes to this server's log.
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.http_client import NO_RETRY, RequestFailed
+from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
 from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
 from nemo_gym.server.supervisor import free_port
 
@@ -49,7 +50,7 @@ class LocalVLLMModelServer(VLLMModelServer):
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--model", self.model_path, "--served-model-name", self.model,
             "--host", "127.0.0.1", "--port", str(port),
-            "--dtype", str(self.config.get("dtype", "bfloat16")),
+            "--dtype", str(self.config.get("dtype") or default_vllm_dtype()),
             "--max-model-len", str(self.config.get("max_model_len", 2048)),
             *[str(arg) for arg in self.config.get("vllm_args") or []],
         ]
