@@ -1,10 +1,11 @@
 """Asynchronous vs synchronous RL on the real vLLM (CPU build, SmolLM2-135M-Instruct), as ratios from one run.
 
-    .venv/bin/python -m benchmarks.perf.async_collector [--steps 8] [--prompts 8] [--generations 4] [--vllm-url URL]
+    .venv/bin/python -m benchmarks.perf.async_collector [--steps 16] [--prompts 8] [--generations 4] [--vllm-url URL]
 
 A simulated trainer runs `--steps` steps. Each step needs `--prompts` prompt groups of `--generations` completions
 (arithmetic prompts sampled at temperature 1, math environment) and then trains for T seconds, T being the mean time
-to generate one step's groups, measured first: generation and training take equal time, so the ideal overlap is 2x.
+to generate one step's groups, measured first: generation and training take equal time, so the ideal overlap is 2x
+(2S/(S+1) over S steps: the first step's generation has nothing to overlap with).
 - sync: generate the step's groups (RolloutManager, all groups at once), then train;
 - async, max age 1 and 2: AsyncTrajectoryCollector generates ahead (in-flight weight updates, as vLLM's async
   engine allows) while the trainer samples its step's groups, trains and refits (prepare_for_refit ->
@@ -15,9 +16,7 @@ Reported: wall-clock speedup over sync (goal >= 1.8x), and the share of vLLM's t
 
 import argparse
 import asyncio
-import json
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -29,7 +28,7 @@ import httpx
 from transformers import AutoTokenizer
 
 from benchmarks.perf.experience import math_datums
-from benchmarks.perf.harness import REPO_ROOT, load_average, machine_info
+from benchmarks.perf.harness import REPO_ROOT, load_average, machine_info, write_results
 from benchmarks.perf.vllm_server import MODEL_DIR, MODEL_NAME, vllm_server
 from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.environments.math_environment import MathEnvironment
@@ -134,7 +133,7 @@ def async_run(manager: RolloutManager, tokenizer: Any, envs: dict[str, Any], dat
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--prompts", type=int, default=8, help="prompt groups per step")
     parser.add_argument("--generations", type=int, default=4, help="completions per prompt")
     parser.add_argument("--max-tokens", type=int, default=64)
@@ -163,21 +162,17 @@ def main() -> None:
             print(f"async, max age {max_age}: {runs[f'async_age_{max_age}']}", flush=True)
     speedups = {name: round(runs["sync"]["seconds"] / run["seconds"], 3) for name, run in runs.items()
                 if name != "sync"}
-    report = {
-        "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.perf.async_collector", *sys.argv[1:]]),
-        "machine": machine,
+    figures = {
         "settings": {"steps": args.steps, "prompts_per_step": args.prompts, "generations_per_prompt": args.generations,
                      "max_new_tokens": args.max_tokens, "train_step_s": round(train_s, 2),
                      "in_flight_weight_updates": True},
         "speedup_over_sync": speedups,
+        "ideal_speedup": round(2 * args.steps / (args.steps + 1), 3),
         "runs": runs,
     }
-    print(f"speedup over sync: {speedups} (ideal 2x, goal >= 1.8x); vLLM idle: "
-          f"{ {name: run['vllm_idle_fraction'] for name, run in runs.items()} }")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.output}")
-
+    print(f"speedup over sync: {speedups} (ideal {figures['ideal_speedup']}x over {args.steps} steps, "
+          f"goal >= 1.8x); vLLM idle: { {name: run['vllm_idle_fraction'] for name, run in runs.items()} }")
+    write_results(args.output, "benchmarks.perf.async_collector", machine, figures)
 
 if __name__ == "__main__":
     main()

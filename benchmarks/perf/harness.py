@@ -40,6 +40,14 @@ def _version(*packages: str) -> str | None:
     return None
 
 
+def write_results(path: Path, module: str, machine: dict[str, Any], figures: dict[str, Any]) -> None:
+    """A results file: the command that made it, the machine it ran on (taken at the start), then the figures."""
+    command = " ".join([Path(sys.executable).name, "-m", module, *sys.argv[1:]])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"command": command, "machine": machine, **figures}, indent=2) + "\n")
+    print(f"wrote {path}", flush=True)
+
+
 def machine_info() -> dict[str, Any]:
     """What a results file records about where it was measured: figures differ a lot between machines."""
     with open("/proc/cpuinfo") as cpuinfo:
