@@ -1,8 +1,10 @@
 """ng_e2e_collect_rollouts: start the servers of the given configs, collect rollouts over every agent's dataset
 of one split, aggregate metrics, and stop the servers.
 
-    ng_e2e_collect_rollouts "+config_paths=[configs/math.yaml,configs/vllm_model.yaml]" +split=benchmark \
-        +output_jsonl_fpath=results/math.jsonl +num_repeats=4
+    ng_e2e_collect_rollouts "+config_paths=[benchmarks/arithmetic/config.yaml,configs/vllm_model.yaml]" \
+        +split=benchmark +output_jsonl_fpath=results/arithmetic.jsonl +num_repeats=4
+
+A dataset entry's own `num_repeats` and `prompt_config` apply to its rows, over +num_repeats and +prompt_config.
 
 Exit status as ng_collect_rollouts.
 """

@@ -2,7 +2,7 @@
 
 from nemo_gym.config.loader import GlobalConfig, load_global_config
 from nemo_gym.config.redact import redact_secrets, secret_values
-from nemo_gym.config.servers import SERVER_KINDS, ServerRef, ServerSpec, parse_server_tree
+from nemo_gym.config.servers import SERVER_KINDS, ServerRef, ServerSpec, parse_server_tree, server_specs
 
 __all__ = [
     "GlobalConfig",
@@ -13,4 +13,5 @@ __all__ = [
     "ServerRef",
     "ServerSpec",
     "parse_server_tree",
+    "server_specs",
 ]

@@ -97,7 +97,7 @@ def parse_overrides(argv: Sequence[str]) -> list[tuple[str, Any]]:
     try:
         parsed = OverridesParser.create().parse_overrides(list(argv))
     except HydraException as exc:
-        raise ConfigError(f"cannot parse command-line override: {exc}") from None
+        raise ConfigError(f"cannot parse command-line override: {one_line(exc)}") from None
     pairs = []
     for override in parsed:
         if override.is_delete():

@@ -77,12 +77,18 @@ def _as_server(name: str, value: Any) -> ServerSpec | None:
     return ServerSpec(name=name, kind=kind, implementation=str(implementation), settings=settings)
 
 
+def server_specs(config: dict[str, Any]) -> dict[str, ServerSpec]:
+    """Every server instance in the config, references unchecked (a config file read on its own, e.g. a benchmark's,
+    refers to a model server that another file supplies)."""
+    return {name: spec for name, value in config.items() if (spec := _as_server(str(name), value))}
+
+
 def parse_server_tree(config: dict[str, Any], source_of: "callable | None" = None) -> dict[str, ServerSpec]:
     """Find every server instance in the resolved config and check the references between them.
 
     `source_of(dotted_key)` names where a key was set, so errors can point at the file and line.
     """
-    servers = {name: spec for name, value in config.items() if (spec := _as_server(str(name), value))}
+    servers = server_specs(config)
     for spec in servers.values():
         for path, ref in _iter_refs(spec.settings, f"{spec.name}.{spec.kind}.{spec.implementation}"):
             target = servers.get(ref.name)

@@ -105,6 +105,21 @@ def group_mean_reward(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{TASK_INDEX_KEY: task, "mean/reward": groups[task].mean} for task in sorted(groups)]
 
 
+def mean_reward_by(rows: Iterable[dict[str, Any]], field: str) -> dict[str, float]:
+    """`{"<field>_<value>/mean_reward": ..., "<field>_<value>/num_rollouts": ...}` per value of a scalar field,
+    e.g. `level_1/mean_reward`; rows without the field (or without a numeric reward) are left out."""
+    groups: dict[Any, FieldStats] = defaultdict(FieldStats)
+    for row in rows:
+        value, reward = row.get(field), row.get("reward")
+        if isinstance(value, (str, int, float)) and isinstance(reward, (int, float)):
+            groups[value].add(float(reward))
+    metrics: dict[str, float] = {}
+    for value in sorted(groups, key=str):
+        metrics[f"{field}_{value}/mean_reward"] = groups[value].mean
+        metrics[f"{field}_{value}/num_rollouts"] = groups[value].count
+    return metrics
+
+
 def headline_metrics(agent_metrics: dict[str, Any]) -> dict[str, Any]:
     """The default key metrics: mean reward, its 95% interval, and the widest pass@k / majority@k computed.
 

@@ -2,17 +2,21 @@
 
 The inputs are the union of every agent's datasets of that split, each row tagged with its agent; they are
 prepared into one file next to the output before any server starts, so a bad dataset fails in a second, and a
-resumed run finds the same file (same fingerprint) again.
+resumed run finds the same file (same fingerprint) again. Preparing applies each dataset entry's options: its
+`prompt_config` (else +prompt_config) builds the rows' input, and its `num_repeats` is written into each row as
+`_ng_num_repeats`, so the prepared file, and with it the run's fingerprint, changes whenever an entry does.
 """
 
 import dataclasses
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 
+from nemo_gym.benchmark_layout.discover import benchmark_holding
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.errors import ConfigError, InputDataError
 from nemo_gym.rollout_collection.collect import AGENT_KIND, CollectionSummary, collect_rollouts
@@ -21,15 +25,40 @@ from nemo_gym.rollout_collection.config import (
     RolloutCollectionConfig,
     SharedRolloutCollectionConfig,
 )
-from nemo_gym.rollout_collection.keys import AGENT_REF
+from nemo_gym.rollout_collection.keys import AGENT_REF, CREATE_PARAMS, NUM_REPEATS
+from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError, load_prompt_config
 from nemo_gym.rollout_collection.runner import run_async
 from nemo_gym.server.supervisor import Supervisor
 
 
-def split_datasets(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) -> list[tuple[str, Path]]:
-    """(agent name, dataset file) for every dataset of `config.split`, in config order."""
-    found: list[tuple[str, Path]] = []
+@dataclass(frozen=True)
+class SplitDataset:
+    """One dataset entry of the split, with its options checked."""
+
+    agent: str
+    path: Path
+    where: str  # the config file and line of the agent's datasets
+    prompt: PromptConfig | None = None
+    num_repeats: int | None = None
+
+
+def _entry_options(agent: str, where: str, dataset: dict[str, Any]) -> tuple[PromptConfig | None, int | None]:
+    label = f"prompt_config of dataset '{dataset.get('name', dataset['jsonl_fpath'])}' ({where})"
+    prompt_path = dataset.get("prompt_config")
+    if prompt_path is not None and not isinstance(prompt_path, str):
+        raise ConfigError(f"{label} must be a file path, got {prompt_path!r}")
+    repeats = dataset.get("num_repeats")
+    if repeats is not None and (type(repeats) is not int or repeats < 1):
+        raise ConfigError(f"num_repeats of a dataset of agent '{agent}' ({where}) must be a positive integer, "
+                          f"got {repeats!r}")
+    return (load_prompt_config(prompt_path, label) if prompt_path else None), repeats
+
+
+def split_datasets(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) -> list[SplitDataset]:
+    """Every dataset of `config.split`, in config order; +prompt_config applies where an entry sets none."""
+    found: list[SplitDataset] = []
     types_seen: set[str] = set()
+    default_prompt = load_prompt_config(config.prompt_config) if config.prompt_config else None
     for spec in global_config.servers().values():
         if spec.kind != AGENT_KIND:
             continue
@@ -44,11 +73,19 @@ def split_datasets(config: E2ERolloutCollectionConfig, global_config: GlobalConf
                 )
             types_seen.add(str(dataset["type"]))
             if dataset["type"] == config.split:
-                found.append((spec.name, Path(str(dataset["jsonl_fpath"]))))
+                prompt, repeats = _entry_options(spec.name, where, dataset)
+                found.append(SplitDataset(spec.name, Path(str(dataset["jsonl_fpath"])), where,
+                                          prompt or default_prompt, repeats))
     if not found:
         seen = ", ".join(sorted(types_seen)) or "none"
         raise ConfigError(f"no agent in the configs has a dataset of type '{config.split}' (dataset types: {seen})")
     return found
+
+
+def _missing(dataset: SplitDataset) -> InputDataError:
+    benchmark = benchmark_holding(dataset.path)
+    fix = f"run ng_prepare_benchmark +benchmark={benchmark}" if benchmark else "prepare it first"
+    return InputDataError(f"dataset {dataset.path} of agent '{dataset.agent}' ({dataset.where}) not found; {fix}")
 
 
 def prepare_split_inputs(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) -> Path:
@@ -58,15 +95,15 @@ def prepare_split_inputs(config: E2ERolloutCollectionConfig, global_config: Glob
         print(f"reusing prepared {config.split} inputs {dest}", flush=True)
         return dest
     datasets = split_datasets(config, global_config)
-    for agent, path in datasets:
-        if not path.is_file():
-            raise InputDataError(f"dataset {path} of agent '{agent}' not found (prepare it first)")
+    for dataset in datasets:
+        if not dataset.path.is_file():
+            raise _missing(dataset)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb", buffering=1 << 20) as out:
-            for agent, path in datasets:
-                _copy_tagged(path, agent, out)
+            for dataset in datasets:
+                _copy_tagged(dataset, out)
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -74,24 +111,33 @@ def prepare_split_inputs(config: E2ERolloutCollectionConfig, global_config: Glob
     return dest
 
 
-def _copy_tagged(path: Path, agent: str, out: BinaryIO) -> None:
-    with open(path, "rb") as file:
+def _copy_tagged(dataset: SplitDataset, out: BinaryIO) -> None:
+    """Copy the dataset's rows, tagged with its agent and options; errors name the dataset's own file and line."""
+    with open(dataset.path, "rb") as file:
         for line_no, line in enumerate(file, start=1):
             if not line.strip():
                 continue
             try:
                 row = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                raise InputDataError(f"{path}:{line_no}: malformed JSON ({exc})") from None
+                raise InputDataError(f"{dataset.path}:{line_no}: malformed JSON ({exc})") from None
             if not isinstance(row, dict):
-                raise InputDataError(f"{path}:{line_no}: a row must be a JSON object")
-            row.setdefault(AGENT_REF, {"name": agent})
+                raise InputDataError(f"{dataset.path}:{line_no}: a row must be a JSON object")
+            if dataset.prompt is not None:
+                try:
+                    row[CREATE_PARAMS] = dataset.prompt.create_params(row)
+                except PromptFillError as exc:
+                    raise InputDataError(f"{dataset.path}:{line_no}: {exc}") from None
+            if dataset.num_repeats is not None:
+                row[NUM_REPEATS] = dataset.num_repeats
+            row.setdefault(AGENT_REF, {"name": dataset.agent})
             out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
 
 
 def collection_config(config: E2ERolloutCollectionConfig, inputs: Path, head_url: str) -> RolloutCollectionConfig:
     shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(SharedRolloutCollectionConfig)}
     shared["head_server_url"] = head_url
+    shared["prompt_config"] = None  # applied while preparing the inputs, per dataset
     return RolloutCollectionConfig(**shared, input_jsonl_fpath=str(inputs))
 
 

@@ -14,10 +14,9 @@ import orjson
 
 from nemo_gym.errors import InputDataError
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
-from nemo_gym.rollout_collection.keys import AGENT_REF, TASK_INDEX, KeySet, keyed
-from nemo_gym.rollout_collection.prompt import PromptConfig
-
-RCP = "responses_create_params"
+from nemo_gym.rollout_collection.keys import AGENT_REF, NUM_REPEATS, TASK_INDEX, KeySet, keyed
+from nemo_gym.rollout_collection.keys import CREATE_PARAMS as RCP
+from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError
 
 
 @dataclass
@@ -78,19 +77,10 @@ class _RowChecker:
     def create_params(self, line_no: int, row: dict[str, Any]) -> dict[str, Any]:
         params = row.get(RCP)
         if self.prompt is not None:
-            if params is not None and not isinstance(params, dict):
-                raise self.fail(line_no, f"{RCP} must be a JSON object, got {type(params).__name__}")
-            if params and "input" in params:
-                raise self.fail(
-                    line_no, f"row already has {RCP}.input, which +prompt_config would replace; drop one of them"
-                )
             try:
-                params = {**(params or {}), "input": self.prompt.fill(row)}
-            except KeyError as exc:
-                raise self.fail(line_no, f"+prompt_config {self.prompt.path} uses {{{exc.args[0]}}}, "
-                                         f"which this row lacks") from None
-            except (IndexError, ValueError, AttributeError) as exc:
-                raise self.fail(line_no, f"+prompt_config {self.prompt.path} cannot be filled: {exc}") from None
+                params = self.prompt.create_params(row)
+            except PromptFillError as exc:
+                raise self.fail(line_no, str(exc)) from None
         elif params is None:
             raise self.fail(line_no, f"missing {RCP} (or pass +prompt_config to build the input from row fields)")
         elif not isinstance(params, dict):
@@ -108,6 +98,15 @@ class _RowChecker:
         if "tools" in params and not isinstance(params["tools"], list):
             raise self.fail(line_no, f"{RCP}.tools must be a list")
         return params
+
+    def repeats(self, line_no: int, row: dict[str, Any], agent: str) -> int:
+        """The row's own `_ng_num_repeats` (taken out of the row), else the configured repeats of its agent."""
+        own = row.pop(NUM_REPEATS, None)
+        if own is None:
+            return self.config.repeats_for(agent)
+        if type(own) is not int or own < 1:
+            raise self.fail(line_no, f"{NUM_REPEATS} must be a positive integer, got {own!r}")
+        return own
 
 
 def _task_index(checker: _RowChecker, line_no: int, row: dict[str, Any], position: int,
@@ -152,7 +151,7 @@ def materialize_inputs(config: SharedRolloutCollectionConfig, input_path: Path, 
                 running = ", ".join(sorted(known_agents)) or "none"
                 raise checker.fail(line_no, f"unknown agent '{agent}' (running agents: {running})")
             params = checker.create_params(line_no, row)
-            repeats = config.repeats_for(agent)
+            repeats = checker.repeats(line_no, row, agent)
             plan.tasks += 1
             plan.rollouts_per_task = max(plan.rollouts_per_task, repeats)
             if task % num_shards != shard_index:

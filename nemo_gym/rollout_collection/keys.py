@@ -12,6 +12,9 @@ import orjson
 TASK_INDEX = "_ng_task_index"
 ROLLOUT_INDEX = "_ng_rollout_index"
 AGENT_REF = "agent_ref"
+CREATE_PARAMS = "responses_create_params"
+# A row's own repeat count, over +num_repeats: ng_e2e_collect_rollouts writes it from a dataset's `num_repeats`.
+NUM_REPEATS = "_ng_num_repeats"
 
 _PAGE_BITS = 1 << 15  # 4 KiB pages: dense runs cost 1 bit per key, sparse caller indices cost one page each
 # Our own writers put the two keys first, so the common case needs no full JSON parse.

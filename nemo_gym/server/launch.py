@@ -26,14 +26,16 @@ HEAD_URL_ENV = "NEMO_GYM_HEAD_URL"
 
 def _import_entrypoint(spec: ServerSpec) -> ModuleType:
     entrypoint = spec.settings.get("entrypoint")
-    if entrypoint and str(entrypoint).endswith(".py") and Path(entrypoint).is_file():
+    if entrypoint and str(entrypoint).endswith(".py"):
+        if not Path(entrypoint).is_file():
+            # A relative path most often means ng_run was started in another directory than the config assumes.
+            raise ConfigError(f"server '{spec.name}': entrypoint {entrypoint} is not a file "
+                              f"(relative paths are relative to the directory ng_run runs in: {Path.cwd()})")
         module_spec = importlib.util.spec_from_file_location(f"ng_server_{spec.name}", entrypoint)
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
         return module
-    module_name = str(entrypoint) if entrypoint and not str(entrypoint).endswith(".py") else (
-        f"nemo_gym.{spec.kind}.{spec.implementation}.app"
-    )
+    module_name = str(entrypoint) if entrypoint else f"nemo_gym.{spec.kind}.{spec.implementation}.app"
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

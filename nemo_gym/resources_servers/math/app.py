@@ -3,6 +3,10 @@
 The answer is extracted from the final message and compared by `verifier.py` (last `\\boxed{...}` or last number;
 math_verify equivalence). math_verify is CPU-bound sympy work guarded by SIGALRM timeouts, which only work in a main
 thread: it runs in a small process pool, off the event loop, with an outer timeout as a backstop.
+
+Rows that carry a difficulty `level` (the arithmetic benchmark's) get a mean reward per level in the aggregate
+metrics (`level_1/mean_reward`, ...) when the instance sets `per_level_metrics: true`: the metric needs every
+compact row sent to this server, which a plain math run need not pay for.
 """
 
 from typing import Any
@@ -10,8 +14,11 @@ from typing import Any
 from nemo_gym.protocol import output_text
 from nemo_gym.resources_servers.base import ResourcesServer
 from nemo_gym.resources_servers.math.verifier import extract_answer
+from nemo_gym.resources_servers.metrics import mean_reward_by
 from nemo_gym.resources_servers.math.verify_pool import VerifyPool, VerifyTimeoutError
 from nemo_gym.server.base import HandlerError
+
+LEVEL = "level"
 
 
 def final_message_text(response: dict[str, Any]) -> str:
@@ -41,3 +48,15 @@ class MathResourcesServer(ResourcesServer):
         except VerifyTimeoutError as exc:
             raise HandlerError(504, f"math_verify: {exc}", "timeout") from None
         return {"extracted_answer": extracted, "reward": 1.0 if correct else 0.0}
+
+    def needs_rows(self) -> bool:
+        return bool(self.config.get("per_level_metrics", False))
+
+    def compute_metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Mean reward and rollout count per `level`, over the rows that carry one (the library has the rest)."""
+        return mean_reward_by(rows, LEVEL)
+
+    def key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        per_level = {key: value for key, value in agent_metrics.items()
+                     if key.startswith(f"{LEVEL}_") and key.endswith("/mean_reward")}
+        return {**super().key_metrics(agent_metrics), **per_level}

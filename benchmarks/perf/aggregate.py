@@ -1,6 +1,6 @@
 """Aggregation benchmark: time and peak RSS of aggregation over 100k and 1M synthetic rollouts.
 
-    .venv/bin/python benchmarks/aggregate_bench.py [--sizes 100000 1000000] [--shards 4]
+    .venv/bin/python -m benchmarks.perf.aggregate [--sizes 100000 1000000] [--shards 4]
 
 Two paths per size, each in a fresh subprocess (so one run's peak does not hide in the next), against a real
 resources server with the default hooks (a uvicorn subprocess):
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.perf.memory import peak_rss_mb  # noqa: E402 - the repo root must be importable first
+from benchmarks.perf.memory import peak_rss_mb
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 REPEATS = 4
 
 
@@ -122,8 +122,9 @@ def main() -> None:
                 for label, paths in (("1 file", single), (f"{args.shards} shards", shards)):
                     write_rollouts(paths, size)
                     mb = sum(path.stat().st_size for path in paths) / 1e6
-                    run = subprocess.run([sys.executable, __file__, "--measure", url, *map(str, paths)],
-                                         capture_output=True, text=True, check=True)
+                    run = subprocess.run([sys.executable, "-m", "benchmarks.perf.aggregate", "--measure", url,
+                                          *map(str, paths)], cwd=REPO_ROOT, capture_output=True, text=True,
+                                         check=True)
                     status = Path(f"/proc/{server.pid}/status").read_text()
                     server_rss = int(status.split("VmHWM:")[1].split()[0]) / 1024
                     print(f"{size} rollouts, {label} ({mb:.0f} MB): {run.stdout.strip()} "

@@ -1,0 +1,134 @@
+"""ng_prepare_benchmark's work: import a benchmark's prepare.py, check the options against its signature, call
+`prepare(output_dir, **options)`, and validate every row of the file it returns.
+
+Options are checked before anything is written: a name prepare() does not take, or a value of the wrong type for
+its annotation (`seed: int`), is a one-line error listing what it accepts.
+"""
+
+import inspect
+import sys
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Union
+
+import orjson
+
+from nemo_gym.benchmark_layout.discover import Benchmark, shown
+from nemo_gym.errors import ConfigError, InputDataError
+
+PrepareFunction = Callable[..., Any]
+_KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string", Path: "a path"}
+
+
+@dataclass(frozen=True)
+class PreparedFile:
+    path: Path
+    rows: int
+
+
+def load_prepare(benchmark: Benchmark) -> PrepareFunction:
+    """The `prepare` function of the benchmark's prepare.py, loaded as a module of its own name.
+
+    Compiled from the source each time: no bytecode cache in the benchmark folder, and an edit is never hidden by
+    a stale one."""
+    path = benchmark.prepare_path
+    try:
+        code = compile(path.read_bytes(), str(path), "exec")
+    except SyntaxError as exc:
+        raise ConfigError(f"{shown(path)}:{exc.lineno}: invalid Python: {exc.msg}") from None
+    module = types.ModuleType(f"nemo_gym_benchmark_{benchmark.name}")
+    module.__file__ = str(path)
+    sys.modules[module.__name__] = module  # what dataclasses and pickling look a module up by
+    exec(code, module.__dict__)
+    prepare = getattr(module, "prepare", None)
+    if not callable(prepare):
+        raise ConfigError(f"{shown(path)} defines no function prepare(output_dir, **options)")
+    return prepare
+
+
+def _coerce(name: str, value: Any, hint: Any) -> Any:
+    """`value` for a parameter annotated `hint`: Hydra gives ints, floats, bools and strings; a path is a string."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
+    if value is None and type(None) in options:
+        return None
+    known = [option for option in options if option in _TYPE_NAMES]
+    if not known:
+        return value  # unannotated or a type we do not check: prepare() validates it
+    for option in known:
+        if option is Path and isinstance(value, str):
+            return Path(value)
+        if option is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        if option is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if type(value) is option:
+            return value
+    raise ConfigError(f"+{name} must be {' or '.join(_TYPE_NAMES[o] for o in known)}, got {value!r}")
+
+
+def check_options(benchmark: Benchmark, prepare: PrepareFunction, options: dict[str, Any]) -> dict[str, Any]:
+    """The options as prepare() takes them; unknown names, wrongly typed values and missing ones are refused."""
+    parameters = list(inspect.signature(prepare).parameters.values())[1:]  # the first one is output_dir
+    named = {p.name: p for p in parameters if p.kind in _KEYWORD_KINDS}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    hints = typing.get_type_hints(prepare)
+    checked = {}
+    for name, value in options.items():
+        if name not in named and not takes_any:
+            accepted = ", ".join(f"+{n}" for n in named) or "no options"
+            raise ConfigError(f"unknown option +{name} for benchmark '{benchmark.name}' "
+                              f"({shown(benchmark.prepare_path)} takes {accepted})")
+        checked[name] = _coerce(name, value, hints.get(name, Any))
+    for name, parameter in named.items():
+        if parameter.default is inspect.Parameter.empty and name not in checked:
+            raise ConfigError(f"benchmark '{benchmark.name}' needs +{name}=... ({shown(benchmark.prepare_path)})")
+    return checked
+
+
+def _check_row(path: Path, line_no: int, line: bytes) -> None:
+    try:
+        row = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise InputDataError(f"{shown(path)}:{line_no}: malformed JSON ({exc})") from None
+    params = row.get("responses_create_params") if isinstance(row, dict) else None
+    given = params.get("input") if isinstance(params, dict) else None
+    messages = isinstance(given, list) and given and all(isinstance(item, dict) for item in given)
+    if not messages and not (isinstance(given, str) and given):
+        raise InputDataError(f"{shown(path)}:{line_no}: responses_create_params.input must be a non-empty string "
+                             f"or list of messages, got {given!r}")
+
+
+def count_valid_rows(path: Path) -> int:
+    """Rows of a prepared file, each checked to be a JSON object with `responses_create_params.input`."""
+    if not path.is_file():
+        raise InputDataError(f"{shown(path)}: not a file")
+    rows = 0
+    with open(path, "rb") as file:
+        for line_no, line in enumerate(file, start=1):
+            if line.strip():
+                _check_row(path, line_no, line)
+                rows += 1
+    if not rows:
+        raise InputDataError(f"{shown(path)}: no rows")
+    return rows
+
+
+def prepare_benchmark(benchmark: Benchmark, output_dir: Path | None, options: dict[str, Any]) -> PreparedFile:
+    prepare = load_prepare(benchmark)
+    kwargs = check_options(benchmark, prepare, options)
+    output_dir = output_dir or benchmark.default_output_dir
+    created = not output_dir.exists()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        written = prepare(output_dir, **kwargs)
+    except BaseException:
+        if created and not any(output_dir.iterdir()):
+            output_dir.rmdir()  # a failed preparation leaves nothing behind
+        raise
+    if not isinstance(written, (str, Path)):
+        raise ConfigError(f"{shown(benchmark.prepare_path)}: prepare() must return the path of the file it wrote, "
+                          f"got {written!r}")
+    return PreparedFile(Path(written), count_valid_rows(Path(written)))

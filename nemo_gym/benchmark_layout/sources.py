@@ -1,0 +1,64 @@
+"""What the benchmarks' prepare.py files share: reading a public dataset file the user downloaded, and writing rows.
+
+Sources are JSONL (one JSON object a line), the format the public copies of these datasets come in or convert to
+in one line (`datasets.load_dataset(...)["test"].to_json("x.jsonl")`). Errors name the file, the line and the
+field, so a bad record is found without opening the file.
+"""
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import orjson
+
+from nemo_gym.benchmark_layout.discover import shown
+from nemo_gym.errors import ConfigError, InputDataError
+
+
+def require_source(source: Path | None, benchmark: str, where_to_get: str) -> Path:
+    """The source file given with +source, which must exist; `where_to_get` tells a user without one what to do."""
+    if source is None:
+        raise ConfigError(f"benchmark '{benchmark}' needs +source=<file>: {where_to_get}")
+    if not source.is_file():
+        raise ConfigError(f"+source={source}: file not found")
+    return source
+
+
+def read_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """('file:line', record) for every non-blank line of a JSONL file."""
+    with open(path, "rb") as file:
+        for line_no, line in enumerate(file, start=1):
+            if not line.strip():
+                continue
+            where = f"{shown(path)}:{line_no}"
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise InputDataError(f"{where}: malformed JSON ({exc})") from None
+            if not isinstance(record, dict):
+                raise InputDataError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
+            yield where, record
+
+
+def text_field(where: str, record: dict[str, Any], name: str) -> str:
+    """The record's `name` field (or its capitalised spelling, which some public copies use) as non-empty text."""
+    value = record.get(name, record.get(name.capitalize()))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise InputDataError(f"{where}: field '{name}' must be non-empty text, got {value!r}")
+    return value.strip()
+
+
+def write_rows(rows: Iterable[dict[str, Any]], path: Path) -> Path:
+    """Write `rows` as JSONL, atomically: a source that fails halfway leaves no partial file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as out:
+            for row in rows:
+                out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

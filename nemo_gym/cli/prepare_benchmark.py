@@ -1,0 +1,36 @@
+"""ng_prepare_benchmark: write one benchmark's dataset with its folder's prepare.py and check every row.
+
+    ng_prepare_benchmark +benchmark=arithmetic [+output_dir=DIR] [+seed=0] [+n=50]
+    ng_prepare_benchmark +benchmark=gsm8k +source=path/to/gsm8k_test.jsonl
+
+`+benchmark` and `+output_dir` (default `benchmarks/<name>/data/`) are this command's; every other `+key=value` on
+the command line is an option of the benchmark's `prepare()`, and one it does not take is an error.
+"""
+
+from pathlib import Path
+
+from nemo_gym.benchmark_layout import find_benchmark, find_benchmarks, prepare_benchmark
+from nemo_gym.benchmark_layout.discover import shown
+from nemo_gym.cli.common import run_cli
+from nemo_gym.config.loader import COMMAND_LINE, load_global_config
+from nemo_gym.errors import ConfigError
+
+OWN_KEYS = ("benchmark", "output_dir")
+
+
+def main_args(argv: list[str]) -> int:
+    config = load_global_config(argv, require_complete=False)
+    command_line = next(source.cfg for source in config.sources if source.name == COMMAND_LINE)
+    name = config.values.get("benchmark")
+    if not name:
+        raise ConfigError(f"missing +benchmark=<name> (known: {', '.join(find_benchmarks()) or 'none'})")
+    benchmark = find_benchmark(str(name))
+    output_dir = config.values.get("output_dir")
+    options = {str(key): config.values[key] for key in command_line if key not in OWN_KEYS}
+    prepared = prepare_benchmark(benchmark, Path(str(output_dir)) if output_dir else None, options)
+    print(f"prepared {benchmark.name}: {prepared.rows} rows in {shown(prepared.path)}")
+    return 0
+
+
+def main() -> None:
+    run_cli(main_args)
