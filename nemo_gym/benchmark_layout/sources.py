@@ -13,6 +13,7 @@ import orjson
 
 from nemo_gym.benchmark_layout.discover import shown
 from nemo_gym.errors import ConfigError, InputDataError
+from nemo_gym.jsonl_records import iter_records
 
 
 def require_source(source: Path | None, benchmark: str, where_to_get: str) -> Path:
@@ -26,18 +27,7 @@ def require_source(source: Path | None, benchmark: str, where_to_get: str) -> Pa
 
 def read_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """('file:line', record) for every non-blank line of a JSONL file."""
-    with open(path, "rb") as file:
-        for line_no, line in enumerate(file, start=1):
-            if not line.strip():
-                continue
-            where = f"{shown(path)}:{line_no}"
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise InputDataError(f"{where}: malformed JSON ({exc})") from None
-            if not isinstance(record, dict):
-                raise InputDataError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
-            yield where, record
+    return iter_records(path, shown(path))
 
 
 def text_field(where: str, record: dict[str, Any], name: str) -> str:

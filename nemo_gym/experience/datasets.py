@@ -8,12 +8,11 @@ The prompt is the row's `responses_create_params.input` (+ `instructions`) rende
 from pathlib import Path
 from typing import Any, Iterator
 
-import orjson
-
 from nemo_gym.errors import InputDataError
 from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.interfaces import DatumSpec
 from nemo_gym.experience.message_log import message_log_length
+from nemo_gym.jsonl_records import iter_records
 from nemo_gym.protocol import input_to_messages
 
 
@@ -28,15 +27,11 @@ def datum_from_row(row: dict[str, Any], template: ChatTemplate, task_name: str, 
 
 
 def iter_jsonl_datums(path: str | Path, tokenizer: Any, task_name: str) -> Iterator[DatumSpec]:
-    """Each line of a JSONL file as a DatumSpec (idx = its position); a malformed line names its file and line."""
+    """Each row of a JSONL file as a DatumSpec (idx = its position among the rows); a malformed line names its file
+    and line."""
     template = ChatTemplate(tokenizer)
-    with open(path, "rb") as lines:
-        for number, line in enumerate(lines, start=1):
-            try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise InputDataError(f"{path}:{number}: malformed JSON ({exc})") from None
-            try:
-                yield datum_from_row(row, template, task_name, number - 1)
-            except InputDataError as exc:
-                raise InputDataError(f"{path}:{number}: {exc}") from None
+    for idx, (where, row) in enumerate(iter_records(Path(path))):
+        try:
+            yield datum_from_row(row, template, task_name, idx)
+        except InputDataError as exc:
+            raise InputDataError(f"{where}: {exc}") from None

@@ -19,6 +19,7 @@ import orjson
 from nemo_gym.benchmark_layout.discover import benchmark_holding
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.errors import ConfigError, InputDataError
+from nemo_gym.jsonl_records import iter_records
 from nemo_gym.rollout_collection.collect import AGENT_KIND, CollectionSummary, collect_rollouts
 from nemo_gym.rollout_collection.config import (
     E2ERolloutCollectionConfig,
@@ -113,25 +114,16 @@ def prepare_split_inputs(config: E2ERolloutCollectionConfig, global_config: Glob
 
 def _copy_tagged(dataset: SplitDataset, out: BinaryIO) -> None:
     """Copy the dataset's rows, tagged with its agent and options; errors name the dataset's own file and line."""
-    with open(dataset.path, "rb") as file:
-        for line_no, line in enumerate(file, start=1):
-            if not line.strip():
-                continue
+    for where, row in iter_records(dataset.path):
+        if dataset.prompt is not None:
             try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise InputDataError(f"{dataset.path}:{line_no}: malformed JSON ({exc})") from None
-            if not isinstance(row, dict):
-                raise InputDataError(f"{dataset.path}:{line_no}: a row must be a JSON object")
-            if dataset.prompt is not None:
-                try:
-                    row[CREATE_PARAMS] = dataset.prompt.create_params(row)
-                except PromptFillError as exc:
-                    raise InputDataError(f"{dataset.path}:{line_no}: {exc}") from None
-            if dataset.num_repeats is not None:
-                row[NUM_REPEATS] = dataset.num_repeats
-            row.setdefault(AGENT_REF, {"name": dataset.agent})
-            out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+                row[CREATE_PARAMS] = dataset.prompt.create_params(row)
+            except PromptFillError as exc:
+                raise InputDataError(f"{where}: {exc}") from None
+        if dataset.num_repeats is not None:
+            row[NUM_REPEATS] = dataset.num_repeats
+        row.setdefault(AGENT_REF, {"name": dataset.agent})
+        out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
 
 
 def collection_config(config: E2ERolloutCollectionConfig, inputs: Path, head_url: str) -> RolloutCollectionConfig:
