@@ -100,9 +100,31 @@ fi
 log "preparing models/SmolLM2-135M-Instruct"
 "$PY" "$REPO_ROOT/scripts/prepare_model.py"
 
+# 6. NeMo Gym 0.4.0, the reference the compatibility tests run side by side with ours. It needs Python >= 3.12 and
+#    imports as `nemo_gym` too, so it lives in a virtualenv of its own (.venv-nemo-gym).
+NG_REF="$REPO_ROOT/.venv-nemo-gym"
+NG_REF_SPEC="nemo-gym==0.4.0"
+# -I: both projects are distributions named nemo-gym, and run from here the checkout would shadow the reference.
+NG_REF_VERSION="$("$NG_REF/bin/python" -I -c "import importlib.metadata as m; print(m.version('nemo-gym'))" 2>/dev/null || true)"
+if [[ -x "$NG_REF/bin/ng_run" && "$NG_REF_VERSION" == "0.4.0" ]]; then
+  log "reference $NG_REF_SPEC present in .venv-nemo-gym"
+else
+  PY312=""
+  for candidate in python3.12 "$HOME/.pyenv/versions/3.12.1/bin/python"; do
+    # Run it: a pyenv shim exists on PATH even where it cannot start that version.
+    if "$candidate" -c "import sys; assert sys.version_info[:2] == (3, 12)" >/dev/null 2>&1; then
+      PY312="$candidate"; break
+    fi
+  done
+  [[ -n "$PY312" ]] || die "python3.12 not found (needed for the NeMo Gym reference in .venv-nemo-gym)"
+  log "installing the reference $NG_REF_SPEC into .venv-nemo-gym (about 2 min)"
+  "$PY312" -m venv "$NG_REF"
+  "$NG_REF/bin/python" -m pip install --quiet "$NG_REF_SPEC" uv 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+fi
+
 log "done"
 
-# 6. Slurm packages for tests/slurm (scripts/slurm_cluster.sh starts a one-node cluster from them): installed only
+# 7. Slurm packages for tests/slurm (scripts/slurm_cluster.sh starts a one-node cluster from them): installed only
 #    when running as root and sbatch is missing. A failed install does not fail setup; the Slurm tests report it.
 if [[ "$(id -u)" == 0 ]] && ! command -v sbatch >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   log "installing slurm-wlm and munge (apt)"
