@@ -118,9 +118,23 @@ def _same_rollout(a: bytes, b: bytes) -> bool:
     return a.rstrip() == b.rstrip() or orjson.loads(a) == orjson.loads(b)
 
 
-def iter_unique_lines(files: Sequence[Path], stats: ReadStats, work_dir: Path | None = None) -> Iterator[bytes]:
-    """Every rollout line of `files` once, ordered by (task, rollout); the first copy of a key wins. Sorted runs of
-    the key index go to `work_dir` (default: the system's temporary folder) when there are many rows."""
+@dataclass(frozen=True)
+class IndexedLine:
+    """One rollout line with where it lives: `files[file_no]` at byte `offset`, `length` bytes."""
+
+    task: int
+    rollout: int
+    file_no: int
+    offset: int
+    length: int
+    line: bytes
+
+
+def iter_unique_entries(files: Sequence[Path], stats: ReadStats, work_dir: Path | None = None
+                        ) -> Iterator[IndexedLine]:
+    """Every rollout line of `files` once with its location, ordered by (task, rollout); the first copy of a key
+    wins. Sorted runs of the key index go to `work_dir` (default: the system's temporary folder) when there are many
+    rows."""
     index = _KeyIndex(files, work_dir)
     # pread of exactly one line: a buffered seek + readline would refill an 8 KiB buffer for every row.
     fds = [os.open(path, os.O_RDONLY) for path in files]
@@ -144,11 +158,17 @@ def iter_unique_lines(files: Sequence[Path], stats: ReadStats, work_dir: Path | 
                     continue
                 previous, kept_line, kept_file = (task, rollout), line, file_no
                 stats.rows += 1
-                yield line if line.endswith(b"\n") else line + b"\n"
+                yield IndexedLine(task, rollout, file_no, offset, length, line)
     finally:
         for fd in fds:
             os.close(fd)
         index.close()
+
+
+def iter_unique_lines(files: Sequence[Path], stats: ReadStats, work_dir: Path | None = None) -> Iterator[bytes]:
+    """Every rollout line of `files` once, ordered by (task, rollout), newline-terminated (`iter_unique_entries`)."""
+    for entry in iter_unique_entries(files, stats, work_dir):
+        yield entry.line if entry.line.endswith(b"\n") else entry.line + b"\n"
 
 
 def failures_sidecar(rollouts: Path) -> Path:

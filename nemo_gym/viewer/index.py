@@ -1,0 +1,307 @@
+"""The index of one run: every rollout (and outstanding failure) in key order, with the columns the viewer filters
+and sorts on, built once and reused.
+
+The build is one streaming pass over the rows in key order, from the aggregation's own key index
+(`shards.iter_unique_entries`: 40 bytes per row, sorted in memory or in runs on disk, each row read back by
+offset). Per row it keeps its location (file, byte offset, length) and a few numbers (reward, tokens, tool calls,
+agent, failure class) in a column store on disk, per task its row span and mean reward, and it feeds the metrics
+library's accumulators for the overview. Nothing is kept per row in memory, so a million-row file builds with the
+memory of a thousand-row one. Rows are read back later by `pread` of exactly their bytes.
+
+The index lives in a cache folder named after the files' paths, sizes and modification times: opening the same
+files again reuses it, and a file that changed gets a fresh index.
+"""
+
+import hashlib
+import math
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import orjson
+
+from nemo_gym.errors import InputDataError
+from nemo_gym.metrics.accumulator import AgentAccumulator
+from nemo_gym.resources_servers.metrics import headline_metrics
+from nemo_gym.rollout_collection.aggregate import _expand_input_glob
+from nemo_gym.rollout_collection.shards import ReadStats, iter_unique_entries
+from nemo_gym.viewer.columns import ROW_COLUMNS, TASK_COLUMNS, ColumnStore, ColumnWriter
+from nemo_gym.viewer.errors import NotFound, ViewerError
+from nemo_gym.viewer.row_fields import agent_of, reward_of, token_counts, tool_call_count
+from nemo_gym.viewer.sidecars import FailureRecord, failure_records, is_rollout_file, metrics_heads, read_manifest
+
+INDEX_VERSION = 1
+META = "meta.json"
+OVERVIEW = "overview.json"
+
+
+def default_cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nemo_gym" / "viewer"
+
+
+def rollout_files(input_glob: str) -> list[Path]:
+    """The rollout files a glob (or comma-separated globs) names, without the run's sidecar files."""
+    paths = [Path(p).resolve() for p in _expand_input_glob(input_glob)]
+    files = [p for p in paths if is_rollout_file(p)]
+    if not files:
+        raise ViewerError(f"no rollout files match {input_glob!r}")
+    return files
+
+
+def _digest(files: list[Path]) -> str:
+    """Names the index of exactly these files as they are now (path, size, mtime of them and their failures)."""
+    parts = [f"v{INDEX_VERSION}"]
+    for path in files:
+        failures = path.with_name(f"{path.stem}_failures.jsonl")
+        for item in (path, failures):
+            stat = item.stat() if item.is_file() else None
+            parts.append(f"{item}\0{stat.st_size if stat else -1}\0{stat.st_mtime_ns if stat else -1}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+
+
+def _line_number(path: Path, offset: int) -> int:
+    """1-based line of the byte at `offset` (only computed for an error message)."""
+    count = 0
+    with open(path, "rb") as file:
+        while offset > 0:
+            chunk = file.read(min(offset, 1 << 20))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            offset -= len(chunk)
+    return count + 1
+
+
+class _Builder:
+    """The single pass: rows and failures in key order into the column stores, the tasks table and metrics."""
+
+    def __init__(self, files: list[Path], directory: Path) -> None:
+        self.files = files
+        self.directory = directory
+        self.rows = ColumnWriter(directory, "row_", ROW_COLUMNS)
+        self.tasks = ColumnWriter(directory, "task_", TASK_COLUMNS)
+        self.agents: dict[str, int] = {}
+        self.classes: dict[str, int] = {"": 0}
+        self.accumulators: dict[str, AgentAccumulator] = {}
+        self.failed_by_agent: dict[str, Counter] = {}
+        self.extra_files: list[Path] = []
+        self._task: int | None = None
+        self._task_first = self._task_count = self._task_scored = self._task_failed = 0
+        self._task_sum = 0.0
+
+    def _agent_id(self, name: str) -> int:
+        return self.agents.setdefault(name, len(self.agents))
+
+    def _task_row(self, task: int, reward: float, failed: bool) -> None:
+        if task != self._task:
+            self._end_task()
+            self._task, self._task_first = task, self.rows.rows
+            self._task_count = self._task_scored = self._task_failed = 0
+            self._task_sum = 0.0
+        self._task_count += 1
+        self._task_failed += failed
+        if not math.isnan(reward):
+            self._task_scored += 1
+            self._task_sum += reward
+
+    def _end_task(self) -> None:
+        if self._task is not None:
+            mean = self._task_sum / self._task_scored if self._task_scored else math.nan
+            self.tasks.append((self._task, self._task_first, self._task_count, mean, self._task_failed))
+
+    def add_row(self, task: int, rollout: int, file_no: int, offset: int, length: int, line: bytes) -> None:
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            path = self.files[file_no]
+            raise InputDataError(f"{path}:{_line_number(path, offset)}: not valid JSON ({exc})") from None
+        agent = agent_of(row)
+        if agent is None:
+            path = self.files[file_no]
+            raise InputDataError(f"{path}:{_line_number(path, offset)}: rollout row has no agent_ref.name")
+        accumulator = self.accumulators.get(agent)
+        if accumulator is None:
+            accumulator = self.accumulators[agent] = AgentAccumulator(self.directory)
+        accumulator.add(row)
+        reward = reward_of(row)
+        input_tokens, output_tokens = token_counts(row)
+        self._task_row(task, reward, False)
+        self.rows.append((task, rollout, file_no, offset, length, reward, input_tokens, output_tokens,
+                          self._agent_id(agent), 0, tool_call_count(row)))
+
+    def add_failure(self, record: FailureRecord) -> None:
+        if record.file not in self.extra_files:
+            self.extra_files.append(record.file)
+        file_no = len(self.files) + self.extra_files.index(record.file)
+        failure = self.classes.setdefault(record.failure_class, len(self.classes))
+        self.failed_by_agent.setdefault(record.agent, Counter())[record.failure_class] += 1
+        self._task_row(record.task, math.nan, True)
+        self.rows.append((record.task, record.rollout, file_no, record.offset, record.length, math.nan, -1, -1,
+                          self._agent_id(record.agent), failure, 0))
+
+    def finish(self) -> None:
+        self._end_task()
+        self.rows.close()
+        self.tasks.close()
+
+    def overview(self) -> list[dict[str, Any]]:
+        """Per agent: the library's metrics over these rows (merged with the environment's from the run's
+        aggregate metrics file when the run is one file), pass@k, the reward histogram, failures by class."""
+        env = metrics_heads(self.files[0]) if len(self.files) == 1 else {}
+        entries = []
+        for agent in sorted(self.agents):
+            failures = dict(self.failed_by_agent.get(agent, {}))
+            entry: dict[str, Any] = {"agent": agent, "failures_by_class": failures, "pass_at_k": {},
+                                     "histogram": [[], []], "agent_metrics": {}, "key_metrics": {},
+                                     "environment_metrics": agent in env}
+            accumulator = self.accumulators.get(agent)
+            if accumulator is not None:
+                result = accumulator.finish(failures)
+                entry["agent_metrics"] = {**result.agent_metrics, **env.get(agent, {}).get("agent_metrics", {})}
+                entry["key_metrics"] = env.get(agent, {}).get("key_metrics") or headline_metrics(
+                    entry["agent_metrics"])
+                entry["pass_at_k"] = {str(k): v for k, v in result.pass_at_k.items()}
+                edges, counts = result.reward_histogram
+                entry["histogram"] = [list(map(float, edges)), list(map(int, counts))]
+                accumulator.close()
+            entries.append(entry)
+        return entries
+
+    def close(self) -> None:
+        for accumulator in self.accumulators.values():
+            accumulator.close()
+
+
+def build_index(files: list[Path], directory: Path) -> None:
+    """Build the index of `files` into `directory` (atomically: a half-built index is never picked up)."""
+    started = time.monotonic()
+    tmp = directory.with_name(f"{directory.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        builder = _Builder(files, tmp)
+        try:
+            failures = failure_records(files)
+            pending = sorted(failures)
+            next_failure = 0
+            stats = ReadStats()
+            for entry in iter_unique_entries(files, stats, tmp):
+                key = (entry.task, entry.rollout)
+                while next_failure < len(pending) and pending[next_failure] < key:
+                    builder.add_failure(failures[pending[next_failure]])
+                    next_failure += 1
+                if next_failure < len(pending) and pending[next_failure] == key:
+                    next_failure += 1  # failed earlier, succeeded later: not a failure any more
+                builder.add_row(entry.task, entry.rollout, entry.file_no, entry.offset, entry.length, entry.line)
+            for key in pending[next_failure:]:
+                builder.add_failure(failures[key])
+            builder.finish()
+            overview = {"agents": builder.overview(),
+                        "manifests": [{"file": str(p), "manifest": m} for p in files if (m := read_manifest(p))]}
+        finally:
+            builder.close()
+        meta = {
+            "version": INDEX_VERSION, "files": [str(p) for p in files + builder.extra_files],
+            "rollout_files": len(files), "rows": builder.rows.rows, "tasks": builder.tasks.rows,
+            "failures": sum(sum(c.values()) for c in builder.failed_by_agent.values()),
+            "duplicates": stats.duplicates, "agents": sorted(builder.agents, key=builder.agents.get),
+            "failure_classes": sorted(builder.classes, key=builder.classes.get),
+            "build_seconds": round(time.monotonic() - started, 3),
+        }
+        (tmp / OVERVIEW).write_bytes(orjson.dumps(overview, option=orjson.OPT_NON_STR_KEYS))
+        (tmp / META).write_bytes(orjson.dumps(meta))  # written last: its presence marks a complete index
+        if directory.exists():
+            shutil.rmtree(tmp)  # another viewer built the same index meanwhile
+        else:
+            os.replace(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass
+class RunIndex:
+    """An opened run: `rows` and `tasks` column stores plus what the build recorded."""
+
+    label: str  # "a", or "b" for the run compared against
+    input_glob: str
+    directory: Path
+    meta: dict[str, Any]
+    rows: ColumnStore
+    tasks: ColumnStore
+    files: list[Path]
+    built: bool  # whether this open built the index (False: reused)
+
+    @property
+    def agents(self) -> list[str]:
+        return self.meta["agents"]
+
+    @property
+    def failure_classes(self) -> list[str]:
+        return self.meta["failure_classes"]
+
+    @property
+    def rollout_files(self) -> list[Path]:
+        return self.files[:self.meta["rollout_files"]]
+
+    def overview(self) -> dict[str, Any]:
+        return orjson.loads((self.directory / OVERVIEW).read_bytes())
+
+    def line(self, position: int) -> bytes:
+        """The raw JSONL line of the row at `position` (key order), read by offset."""
+        if not 0 <= position < self.rows.rows:
+            raise NotFound(f"run {self.label} has no row {position}")
+        file_no = int(self.rows.value("file", position))
+        offset, length = int(self.rows.value("offset", position)), int(self.rows.value("length", position))
+        fd = os.open(self.files[file_no], os.O_RDONLY)
+        try:
+            return os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+
+    def row(self, position: int) -> dict[str, Any]:
+        return orjson.loads(self.line(position))
+
+    def is_failure(self, position: int) -> bool:
+        return int(self.rows.value("failure", position)) != 0
+
+    def task_span(self, task: int) -> tuple[int, int]:
+        """(first row, row count) of `task`."""
+        tasks = self.tasks.mapped("task")
+        i = int(np.searchsorted(tasks, task))
+        if i >= len(tasks) or int(tasks[i]) != task:
+            raise NotFound(f"run {self.label} has no task {task}")
+        return int(self.tasks.value("first", i)), int(self.tasks.value("count", i))
+
+    def find(self, task: int, rollout: int) -> int:
+        first, count = self.task_span(task)
+        rollouts = self.rows.read("rollout", first, count)
+        hits = np.flatnonzero(rollouts == rollout)
+        if not len(hits):
+            raise NotFound(f"run {self.label} has no rollout {rollout} of task {task}")
+        return first + int(hits[0])
+
+
+def open_run(input_glob: str, label: str, cache_root: Path,
+             say: Callable[[str], None] = lambda message: None) -> RunIndex:
+    """Open the index of the files `input_glob` names, building it first when these files have none yet."""
+    files = rollout_files(input_glob)
+    directory = cache_root / _digest(files)
+    built = False
+    if not (directory / META).is_file():
+        say(f"indexing {len(files)} file(s) of run {label} ({sum(p.stat().st_size for p in files) / 1e6:.1f} MB) "
+            f"into {directory} ...")
+        build_index(files, directory)
+        built = True
+    meta = orjson.loads((directory / META).read_bytes())
+    index = RunIndex(label, input_glob, directory, meta, ColumnStore(directory, "row_", ROW_COLUMNS, meta["rows"]),
+                     ColumnStore(directory, "task_", TASK_COLUMNS, meta["tasks"]), [Path(p) for p in meta["files"]],
+                     built)
+    say(f"run {label}: {meta['rows']} rows ({meta['failures']} failed) over {meta['tasks']} tasks"
+        + (f" (index built in {meta['build_seconds']:.1f} s)" if built else " (index reused)"))
+    return index

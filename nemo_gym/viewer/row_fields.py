@@ -1,0 +1,105 @@
+"""What the viewer reads out of one rollout row: reward, tokens, tool calls, the prompt and the final answer.
+
+Rows are the agent's reply (a Responses API object under `response`, verifier fields next to it) with the input
+row's fields and the two keys. Anything missing reads as "unknown" (NaN, -1, ""), never as an error: a viewer must
+open whatever a run wrote.
+"""
+
+import math
+from typing import Any
+
+REWARD = "reward"
+EXTRACTED_ANSWER = "extracted_answer"
+# Fields every row carries for the machinery rather than for the verifier's verdict.
+STRUCTURAL_FIELDS = frozenset({"responses_create_params", "response", "agent_ref"})
+INTERNAL_PREFIX = "_ng_"
+
+
+def reward_of(row: dict[str, Any]) -> float:
+    value = row.get(REWARD)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return math.nan
+    return float(value)
+
+
+def agent_of(row: dict[str, Any]) -> str | None:
+    ref = row.get("agent_ref")
+    return ref["name"] if isinstance(ref, dict) and isinstance(ref.get("name"), str) else None
+
+
+def _response(row: dict[str, Any]) -> dict[str, Any]:
+    response = row.get("response")
+    return response if isinstance(response, dict) else {}
+
+
+def token_counts(row: dict[str, Any]) -> tuple[int, int]:
+    """(input tokens, output tokens) from the response's usage; -1 where the run did not record them."""
+    usage = _response(row).get("usage")
+    if not isinstance(usage, dict):
+        return -1, -1
+    counts = []
+    for name in ("input_tokens", "output_tokens"):
+        value = usage.get(name)
+        counts.append(value if type(value) is int else -1)
+    return counts[0], counts[1]
+
+
+def output_items(row: dict[str, Any]) -> list[dict[str, Any]]:
+    items = _response(row).get("output")
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def tool_call_count(row: dict[str, Any]) -> int:
+    return sum(1 for item in output_items(row) if item.get("type") == "function_call")
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content: a string, or the text parts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and isinstance(part.get("text"), str):
+            parts.append(part["text"])
+        elif isinstance(part, dict) and isinstance(part.get("refusal"), str):
+            parts.append(part["refusal"])
+    return "\n".join(parts)
+
+
+def prompt_text(row: dict[str, Any]) -> str:
+    """The last user message of the request (what a person means by "the prompt")."""
+    params = row.get("responses_create_params")
+    items = params.get("input") if isinstance(params, dict) else None
+    if isinstance(items, str):
+        return items
+    if not isinstance(items, list):
+        return ""
+    for item in reversed(items):
+        if isinstance(item, dict) and item.get("role") == "user":
+            return content_text(item.get("content"))
+    return ""
+
+
+def answer_text(row: dict[str, Any]) -> str:
+    """The model's final assistant text (the last message item of the output)."""
+    for item in reversed(output_items(row)):
+        if item.get("type") == "message":
+            return content_text(item.get("content"))
+    return ""
+
+
+def extracted_answer(row: dict[str, Any]) -> str | None:
+    value = row.get(EXTRACTED_ANSWER)
+    return None if value is None else str(value)
+
+
+def verifier_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """The row's own fields besides the request, the response and the keys: reward and what the verifier added
+    (and the input row's extra fields, such as the expected answer)."""
+    fields = {REWARD: row[REWARD]} if REWARD in row else {}
+    for key, value in row.items():
+        if key not in STRUCTURAL_FIELDS and not key.startswith(INTERNAL_PREFIX) and key != REWARD:
+            fields[key] = value
+    return fields
