@@ -7,8 +7,10 @@ collector's dependencies small; they are two simple shapes.
 
 import html
 import math
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 WIDTH, HEIGHT, PAD = 420, 240, 40
 
@@ -90,7 +92,13 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}svg{margin:8px;font-
 .charts{display:flex;flex-wrap:wrap}"""
 
 
-def render_report(agents: list[AgentReport], title: str, notes: list[str]) -> str:
+def viewer_command(rollout_files: Sequence[str]) -> str:
+    """The ng_view command that opens these rollout files in the browser viewer."""
+    return "ng_view " + shlex.quote("+input_glob=" + ",".join(rollout_files))
+
+
+def render_report(agents: list[AgentReport], title: str, notes: list[str],
+                  rollout_files: Sequence[str] = ()) -> str:
     sections = []
     for agent in agents:
         counts = {k: agent.agent_metrics.get(k) for k in ("num_rollouts", "num_tasks", "num_failed", "failure_rate")
@@ -104,13 +112,17 @@ def render_report(agents: list[AgentReport], title: str, notes: list[str]) -> st
             f"</section>"
         )
     note_items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+    if rollout_files:
+        note_items += (f'<li>browse, filter and compare these rollouts: <code class="viewer-command">'
+                       f"{html.escape(viewer_command(rollout_files))}</code></li>")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{_STYLE}</style></head><body><h1>Rollout report: {html.escape(title)}</h1>"
             f"<ul>{note_items}</ul>{''.join(sections)}</body></html>")
 
 
-def write_report(path: Path, agents: list[AgentReport], title: str, notes: list[str]) -> Path:
+def write_report(path: Path, agents: list[AgentReport], title: str, notes: list[str],
+                 rollout_files: Sequence[str] = ()) -> Path:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_report(agents, title, notes), encoding="utf-8")
+    tmp.write_text(render_report(agents, title, notes, rollout_files), encoding="utf-8")
     tmp.replace(path)
     return path

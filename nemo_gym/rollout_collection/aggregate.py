@@ -226,7 +226,8 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
     notes = [f"{len(files)} rollout file(s): " + ", ".join(map(str, files))]
     if stats.duplicates:
         notes.append(f"{stats.duplicates} duplicate rollouts (identical copies) dropped")
-    report = write_report(report_path(metrics_path), reports, metrics_path.name, notes)
+    report = write_report(report_path(metrics_path), reports, metrics_path.name, notes,
+                          [str(Path(f).resolve()) for f in files])
     return AggregateResult(metrics_path, summaries, report, stats.rows, stats.duplicates)
 
 

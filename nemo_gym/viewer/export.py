@@ -43,11 +43,15 @@ def sample_positions(index: RunIndex, size: int) -> list[int]:
                                    (RowFilter(), "reward", True)):
         for position in select(index, filt, sort, descending, 0, quarter).positions:
             picked.setdefault(position, None)
-    rest = size - len(picked)
-    if rest > 0 and index.rows.rows:
-        for position in np.linspace(0, index.rows.rows - 1, num=min(rest, index.rows.rows)).astype(int).tolist():
+    rows = index.rows.rows
+    if rows and len(picked) < size:
+        spread = np.linspace(0, rows - 1, num=min(rows, 4 * size)).astype(int).tolist()
+        step = max(1, len(spread) // (size - len(picked)))
+        for position in spread[::step] + spread:  # evenly spaced first, then whatever is left
+            if len(picked) >= size:
+                break
             picked.setdefault(position, None)
-    return sorted(picked)[:size]
+    return sorted(picked)
 
 
 def _changed_summary(viewer: Viewer) -> str:

@@ -28,10 +28,10 @@ def _item_html(item: Item) -> str:
 def transcript_html(t: Transcript, heading: str) -> str:
     notes = "".join(f'<p class="note">{esc(n)}</p>' for n in t.notes)
     fields_title = "Failure" if t.failed else "Verifier fields"
-    usage = f"<h4>Tokens</h4>{kv_table(t.usage, ('usage', 'tokens'))}" if t.usage else ""
+    usage = f"<div><h4>Tokens</h4>{kv_table(t.usage, ('usage', 'tokens'))}</div>" if t.usage else ""
     items = "".join(_item_html(item) for item in t.items)
-    return (f'<article class="transcript"><h3>{heading}</h3>{notes}<h4>{fields_title}</h4>'
-            f'{kv_table(t.fields)}{usage}<h4>Transcript ({len(t.items)} items)</h4>'
+    return (f'<article class="transcript"><h3>{heading}</h3>{notes}<div class="tables"><div><h4>{fields_title}</h4>'
+            f'{kv_table(t.fields)}</div>{usage}</div><h4>Transcript ({len(t.items)} items)</h4>'
             f'<div class="items">{items}</div></article>')
 
 
