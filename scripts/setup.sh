@@ -133,3 +133,14 @@ if [[ "$(id -u)" == 0 ]] && ! command -v sbatch >/dev/null 2>&1 && command -v ap
     log "warning: could not install slurm-wlm and munge; the Slurm tests will fail"
   fi
 fi
+
+# 8. Chromium for the viewer's browser tests (tests/viewer/test_browser.py drives it with playwright, from the dev
+#    extra): Debian's package, installed only when running as root and /usr/bin/chromium is missing. A failed install
+#    does not fail setup; the browser tests then fail and say so.
+if [[ "$(id -u)" == 0 ]] && [[ ! -x /usr/bin/chromium ]] && command -v apt-get >/dev/null 2>&1; then
+  log "installing chromium (apt) for the viewer's browser tests"
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null &&
+         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; then
+    log "warning: could not install chromium; tests/viewer/test_browser.py will fail"
+  fi
+fi

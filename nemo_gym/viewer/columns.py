@@ -4,44 +4,47 @@ Scans read a bounded slice (`read`), binary searches map the file (`mapped`, whi
 search visits), so neither the build nor a query ever holds a whole column of a million-row run.
 """
 
-from array import array
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
-# column name -> (numpy dtype, array typecode)
+# column name -> numpy dtype
 ROW_COLUMNS = {
-    "task": ("<i8", "q"), "rollout": ("<i8", "q"), "file": ("<i4", "i"), "offset": ("<i8", "q"),
-    "length": ("<i8", "q"), "reward": ("<f8", "d"), "input_tokens": ("<i8", "q"), "output_tokens": ("<i8", "q"),
-    "agent": ("<i4", "i"), "failure": ("<i4", "i"), "tool_calls": ("<i4", "i"),
+    "task": "<i8", "rollout": "<i8", "file": "<i4", "offset": "<i8",
+    "length": "<i8", "reward": "<f8", "input_tokens": "<i8", "output_tokens": "<i8",
+    "agent": "<i4", "failure": "<i4", "tool_calls": "<i4",
 }
 TASK_COLUMNS = {
-    "task": ("<i8", "q"), "first": ("<i8", "q"), "count": ("<i8", "q"), "mean_reward": ("<f8", "d"),
-    "failed": ("<i8", "q"),
+    "task": "<i8", "first": "<i8", "count": "<i8", "mean_reward": "<f8",
+    "failed": "<i8",
 }
-FLUSH_ROWS = 1 << 16
+FLUSH_ROWS = 1 << 14  # rows per block written while building: a few MB of pending tuples
+SCAN_ROWS = 1 << 16  # rows per block read by a scan: a few MB of numpy arrays
 
 
 class ColumnWriter:
-    """Appends rows of named columns, writing each column's buffer out every `FLUSH_ROWS` rows."""
+    """Appends rows (tuples in schema order) and writes each column's part out every `FLUSH_ROWS` rows."""
 
-    def __init__(self, directory: Path, prefix: str, schema: dict[str, tuple[str, str]]) -> None:
+    def __init__(self, directory: Path, prefix: str, schema: dict[str, str]) -> None:
         self._files = {name: open(directory / f"{prefix}{name}.bin", "wb") for name in schema}
-        self._codes = {name: code for name, (_, code) in schema.items()}
-        self._buffers = {name: array(code) for name, code in self._codes.items()}
+        self._dtype = np.dtype(list(schema.items()))
+        self._pending: list[tuple] = []
         self.rows = 0
 
     def append(self, values: tuple) -> None:
-        for buffer, value in zip(self._buffers.values(), values):
-            buffer.append(value)
+        self._pending.append(values)
         self.rows += 1
-        if len(next(iter(self._buffers.values()))) >= FLUSH_ROWS:
+        if len(self._pending) >= FLUSH_ROWS:
             self.flush()
 
     def flush(self) -> None:
-        for name, buffer in self._buffers.items():
-            buffer.tofile(self._files[name])
-            self._buffers[name] = array(self._codes[name])
+        if not self._pending:
+            return
+        block = np.array(self._pending, dtype=self._dtype)  # one C-level conversion per block, not per value
+        for name, file in self._files.items():
+            np.ascontiguousarray(block[name]).tofile(file)
+        self._pending = []
 
     def close(self) -> None:
         self.flush()
@@ -52,9 +55,9 @@ class ColumnWriter:
 class ColumnStore:
     """Read side of the columns `ColumnWriter` wrote under `directory` with `prefix`."""
 
-    def __init__(self, directory: Path, prefix: str, schema: dict[str, tuple[str, str]], rows: int) -> None:
+    def __init__(self, directory: Path, prefix: str, schema: dict[str, str], rows: int) -> None:
         self._paths = {name: directory / f"{prefix}{name}.bin" for name in schema}
-        self._dtypes = {name: np.dtype(dtype) for name, (dtype, _) in schema.items()}
+        self._dtypes = {name: np.dtype(dtype) for name, dtype in schema.items()}
         self.rows = rows
 
     def read(self, name: str, start: int, count: int) -> np.ndarray:
@@ -74,7 +77,8 @@ class ColumnStore:
             return np.empty(0, self._dtypes[name])
         return np.memmap(self._paths[name], self._dtypes[name], mode="r", shape=(self.rows,))
 
-    def chunks(self, names: tuple[str, ...], chunk_rows: int = FLUSH_ROWS):
+    def chunks(self, names: tuple[str, ...],
+               chunk_rows: int = SCAN_ROWS) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """(start, {name: values}) over all rows, `chunk_rows` at a time."""
         for start in range(0, self.rows, chunk_rows):
             yield start, {name: self.read(name, start, chunk_rows) for name in names}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nemo_gym.viewer.columns import FLUSH_ROWS
+from nemo_gym.viewer.columns import SCAN_ROWS
 from nemo_gym.viewer.errors import ViewerError
 from nemo_gym.viewer.index import RunIndex
 
@@ -44,7 +44,7 @@ class Comparison:
 def _join(a: RunIndex, b: RunIndex):
     """Blocks of (task, mean A, mean B, rollouts A, rollouts B) for the tasks both runs hold, in task order."""
     b_tasks = b.tasks.mapped("task")
-    for start, cols in a.tasks.chunks(("task", "mean_reward", "count"), FLUSH_ROWS):
+    for start, cols in a.tasks.chunks(("task", "mean_reward", "count"), SCAN_ROWS):
         tasks = cols["task"]
         lo = int(np.searchsorted(b_tasks, tasks[0]))
         hi = int(np.searchsorted(b_tasks, tasks[-1], side="right"))

@@ -32,7 +32,7 @@ from nemo_gym.rollout_collection.aggregate import _expand_input_glob
 from nemo_gym.rollout_collection.shards import ReadStats, iter_unique_entries
 from nemo_gym.viewer.columns import ROW_COLUMNS, TASK_COLUMNS, ColumnStore, ColumnWriter
 from nemo_gym.viewer.errors import NotFound, ViewerError
-from nemo_gym.viewer.row_fields import agent_of, reward_of, token_counts, tool_call_count
+from nemo_gym.viewer.row_fields import agent_of, numbers
 from nemo_gym.viewer.sidecars import FailureRecord, failure_records, is_rollout_file, metrics_heads, read_manifest
 
 INDEX_VERSION = 1
@@ -129,11 +129,10 @@ class _Builder:
         if accumulator is None:
             accumulator = self.accumulators[agent] = AgentAccumulator(self.directory)
         accumulator.add(row)
-        reward = reward_of(row)
-        input_tokens, output_tokens = token_counts(row)
+        reward, input_tokens, output_tokens, tool_calls = numbers(row)
         self._task_row(task, reward, False)
         self.rows.append((task, rollout, file_no, offset, length, reward, input_tokens, output_tokens,
-                          self._agent_id(agent), 0, tool_call_count(row)))
+                          self._agent_id(agent), 0, tool_calls))
 
     def add_failure(self, record: FailureRecord) -> None:
         if record.file not in self.extra_files:
@@ -256,13 +255,9 @@ class RunIndex:
         """The raw JSONL line of the row at `position` (key order), read by offset."""
         if not 0 <= position < self.rows.rows:
             raise NotFound(f"run {self.label} has no row {position}")
-        file_no = int(self.rows.value("file", position))
-        offset, length = int(self.rows.value("offset", position)), int(self.rows.value("length", position))
-        fd = os.open(self.files[file_no], os.O_RDONLY)
-        try:
-            return os.pread(fd, length, offset)
-        finally:
-            os.close(fd)
+        with LineReader(self) as reader:
+            return reader.read(int(self.rows.value("file", position)), int(self.rows.value("offset", position)),
+                               int(self.rows.value("length", position)))
 
     def row(self, position: int) -> dict[str, Any]:
         return orjson.loads(self.line(position))
@@ -285,6 +280,31 @@ class RunIndex:
         if not len(hits):
             raise NotFound(f"run {self.label} has no rollout {rollout} of task {task}")
         return first + int(hits[0])
+
+
+class LineReader:
+    """Reads rows by (file, offset, length) with each file opened once, for scans that read many rows."""
+
+    def __init__(self, index: RunIndex) -> None:
+        self._files = index.files
+        self._fds: dict[int, int] = {}
+
+    def read(self, file_no: int, offset: int, length: int) -> bytes:
+        fd = self._fds.get(file_no)
+        if fd is None:
+            fd = self._fds[file_no] = os.open(self._files[file_no], os.O_RDONLY)
+        return os.pread(fd, length, offset)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def __enter__(self) -> "LineReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def open_run(input_glob: str, label: str, cache_root: Path,

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from nemo_gym.viewer.columns import FLUSH_ROWS
+from nemo_gym.viewer.columns import SCAN_ROWS
 from nemo_gym.viewer.errors import ViewerError
-from nemo_gym.viewer.index import RunIndex
+from nemo_gym.viewer.index import LineReader, RunIndex
 from nemo_gym.viewer.row_fields import answer_text, prompt_text
 
 SORTS = ("key", "reward", "length", "tokens")
@@ -107,38 +107,42 @@ def select(index: RunIndex, filt: RowFilter, sort: str = "key", descending: bool
     matcher = TextMatcher(filt.text) if filt.text else None
     wanted = offset + limit
     names = ("task", "agent", "reward", "failure") + ((_SORT_COLUMN[sort],) if sort != "key" else ())
+    if matcher is not None:
+        names += ("file", "offset", "length")
     total, scanned, exact = 0, 0, True
     kept_pos = np.empty(0, np.int64)
     kept_val = np.empty(0, np.float64)
-    for start, columns in index.rows.chunks(tuple(dict.fromkeys(names)), FLUSH_ROWS):
-        mask = _column_mask(index, filt, columns)
-        hits = np.flatnonzero(mask)
-        if matcher is not None:
-            matched = []
-            for hit in hits.tolist():
-                if sort == "key" and total >= wanted:
-                    exact = False
+    with LineReader(index) as reader:
+        for start, columns in index.rows.chunks(tuple(dict.fromkeys(names)), SCAN_ROWS):
+            mask = _column_mask(index, filt, columns)
+            hits = np.flatnonzero(mask)
+            if matcher is not None:
+                matched = []
+                files, starts, lengths = (columns[name][hits].tolist() for name in ("file", "offset", "length"))
+                for hit, file_no, byte_offset, length in zip(hits.tolist(), files, starts, lengths):
+                    if sort == "key" and total >= wanted:
+                        exact = False
+                        break
+                    scanned += 1
+                    if matcher.matches(reader.read(file_no, byte_offset, length)):
+                        matched.append(hit)
+                        total += 1
+                hits = np.array(matched, dtype=np.int64)
+                if not exact:
+                    kept_pos = np.concatenate([kept_pos, start + hits])
                     break
-                scanned += 1
-                if matcher.matches(index.line(start + hit)):
-                    matched.append(hit)
-                    total += 1
-            hits = np.array(matched, dtype=np.int64)
-            if not exact:
-                kept_pos = np.concatenate([kept_pos, start + hits])
-                break
-        else:
-            total += len(hits)
-        if sort == "key":
-            if len(kept_pos) < wanted:
-                kept_pos = np.concatenate([kept_pos, start + hits[:wanted - len(kept_pos)]])
-            continue
-        column = _SORT_COLUMN[sort]
-        kept_pos = np.concatenate([kept_pos, start + hits])
-        kept_val = np.concatenate([kept_val, _sort_values(column, columns[column][hits], descending)])
-        if len(kept_pos) > wanted:
-            order = np.lexsort((kept_pos, kept_val))[:wanted]  # ties keep key order
-            kept_pos, kept_val = kept_pos[order], kept_val[order]
+            else:
+                total += len(hits)
+            if sort == "key":
+                if len(kept_pos) < wanted:
+                    kept_pos = np.concatenate([kept_pos, start + hits[:wanted - len(kept_pos)]])
+                continue
+            column = _SORT_COLUMN[sort]
+            kept_pos = np.concatenate([kept_pos, start + hits])
+            kept_val = np.concatenate([kept_val, _sort_values(column, columns[column][hits], descending)])
+            if len(kept_pos) > wanted:
+                order = np.lexsort((kept_pos, kept_val))[:wanted]  # ties keep key order
+                kept_pos, kept_val = kept_pos[order], kept_val[order]
     if sort != "key":
         order = np.lexsort((kept_pos, kept_val))
         kept_pos = kept_pos[order]

@@ -33,7 +33,9 @@ def filter_form(params: dict[str, Any], agents: list[str], failure_classes: list
     size = _select("size", [(str(n), f"{n} per page") for n in PAGE_SIZES], str(params.get("size") or 50))
 
     def box(name: str, label: str, width: str = "6em", kind: str = "text") -> str:
-        return (f'<label>{label} <input type="{kind}" name="{name}" value="{esc(params.get(name) or "")}" '
+        value = params.get(name)
+        shown = "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+        return (f'<label>{label} <input type="{kind}" name="{name}" value="{esc(shown)}" '
                 f'style="width:{width}"></label>')
 
     return (f'<form class="filters" method="get" action="/rows">{run}'

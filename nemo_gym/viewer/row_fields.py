@@ -32,25 +32,28 @@ def _response(row: dict[str, Any]) -> dict[str, Any]:
     return response if isinstance(response, dict) else {}
 
 
-def token_counts(row: dict[str, Any]) -> tuple[int, int]:
-    """(input tokens, output tokens) from the response's usage; -1 where the run did not record them."""
-    usage = _response(row).get("usage")
-    if not isinstance(usage, dict):
-        return -1, -1
-    counts = []
-    for name in ("input_tokens", "output_tokens"):
-        value = usage.get(name)
-        counts.append(value if type(value) is int else -1)
-    return counts[0], counts[1]
-
-
 def output_items(row: dict[str, Any]) -> list[dict[str, Any]]:
     items = _response(row).get("output")
     return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
 
-def tool_call_count(row: dict[str, Any]) -> int:
-    return sum(1 for item in output_items(row) if item.get("type") == "function_call")
+def numbers(row: dict[str, Any]) -> tuple[float, int, int, int]:
+    """(reward, input tokens, output tokens, tool calls) in one pass over the row: the index build calls this for
+    every row."""
+    response = row.get("response")
+    if not isinstance(response, dict):
+        return reward_of(row), -1, -1, 0
+    usage = response.get("usage")
+    input_tokens = output_tokens = -1
+    if isinstance(usage, dict):
+        value = usage.get("input_tokens")
+        input_tokens = value if type(value) is int else -1
+        value = usage.get("output_tokens")
+        output_tokens = value if type(value) is int else -1
+    items = response.get("output")
+    calls = sum(1 for item in items if type(item) is dict and item.get("type") == "function_call") if isinstance(
+        items, list) else 0
+    return reward_of(row), input_tokens, output_tokens, calls
 
 
 def content_text(content: Any) -> str:

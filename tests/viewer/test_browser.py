@@ -27,6 +27,7 @@ def test_browse_filter_read_and_compare_in_a_browser(collected_runs: CollectedRu
         page.fill("input[name=reward_max]", "0")
         page.get_by_role("button", name="apply").click()
         assert "reward_max=0" in page.url
+        expect(page.locator("input[name=reward_max]")).to_have_value("0")  # the form shows the filter in force
         rows = page.locator("table.rows tbody tr")
         expect(rows).to_have_count(REPEATS)
         expect(page.locator("table.rows .reward.zero")).to_have_count(REPEATS)

@@ -17,8 +17,8 @@ TASKS, REPEATS = 20, 3
 
 @pytest.fixture
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(query, "FLUSH_ROWS", 7)
-    monkeypatch.setattr(compare, "FLUSH_ROWS", 4)
+    monkeypatch.setattr(query, "SCAN_ROWS", 7)
+    monkeypatch.setattr(compare, "SCAN_ROWS", 4)
     files = write_run(tmp_path / "run.jsonl", TASKS, REPEATS, shards=2, failed={(4, 1): "timeout", (9, 2): "connect"},
                       agents=("agent_a", "agent_b"))
     return open_run(",".join(map(str, files)), "a", tmp_path / "cache")
