@@ -109,7 +109,8 @@ class ViewerServer(BaseServer):
             ("/api/rollout/{run}/{task:int}/{rollout:int}", self._api_rollout),
             ("/api/compare", self._api_compare),
         ]
-        routes = [Route(path, self._page(title, current, work), methods=["GET"]) for path, title, current, work in pages]
+        routes = [Route(path, self._page(title, current, work), methods=["GET"])
+                  for path, title, current, work in pages]
         routes += [Route(path, self._api(work), methods=["GET"]) for path, work in apis]
         routes.append(Route("/static/{name}", self._static, methods=["GET"]))
         return routes

@@ -29,7 +29,8 @@ def changed_tasks(comparison: Comparison, params: dict[str, Any], page: int, lim
              f"{t.rollouts_a} / {t.rollouts_b}") for t in c.changed]
     links = []
     if page > 1:
-        links.append(f'<a rel="prev" href="{esc(query_url("/compare", {**params, "page": page - 1}))}">← previous</a>')
+        previous = query_url("/compare", {**params, "page": page - 1})
+        links.append(f'<a rel="prev" href="{esc(previous)}">← previous</a>')
     if page * limit < c.total_changed:
         links.append(f'<a rel="next" href="{esc(query_url("/compare", {**params, "page": page + 1}))}">next →</a>')
     return (f"<h2>Tasks whose reward changed</h2>{summary}{form}"

@@ -130,7 +130,8 @@ def rollout_body(viewer: Viewer, run: str, task: int, rollout: int, urls: Any) -
     links: dict[str, Any] = {"task": urls.task(run, task)}
     for rel, other in (("prev", position - 1), ("next", position + 1)):
         if 0 <= other < index.rows.rows:
-            links[rel] = urls.rollout(run, int(index.rows.value("task", other)), int(index.rows.value("rollout", other)))
+            task_of, rollout_of = int(index.rows.value("task", other)), int(index.rows.value("rollout", other))
+            links[rel] = urls.rollout(run, task_of, rollout_of)
     s = row_summary(index, position)
     heading = (f"Run {run.upper()}, task {task}, rollout {rollout} <span class=muted>({esc(s['agent'])})</span>")
     return rollout_nav(links) + transcript_html(transcript(index.row(position), index.is_failure(position)), heading)
