@@ -16,6 +16,7 @@ the largest size against the smallest.
 """
 
 import argparse
+import importlib.metadata
 import os
 import random
 import signal
@@ -131,6 +132,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 1_000_000])
     args = parser.parse_args()
     machine = machine_info()
+    machine["versions"].update({name: importlib.metadata.version(name)
+                                for name in ("numpy", "orjson", "starlette", "uvicorn")})
     runs = []
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix="ng_view_bench_") as tmp:

@@ -154,7 +154,9 @@ def compare_task_body(viewer: Viewer, task: int, rollout: int | None) -> str:
     if not viewer.comparing:
         raise ViewerError("compare mode needs a second run: start ng_view with +compare_glob=...")
     a, b = viewer.runs["a"], viewer.runs["b"]
-    sides = {label: {s["rollout"]: s for s in task_summaries(index, task)} for label, index in (("a", a), ("b", b))}
+    sides = {label: {s["rollout"]: s for s in _task_or_none(index, task)} for label, index in (("a", a), ("b", b))}
+    if not sides["a"] and not sides["b"]:
+        raise NotFound(f"neither run has task {task}")
     common = sorted(set(sides["a"]) & set(sides["b"]))
     if rollout is None:
         differing = [r for r in common if sides["a"][r]["reward"] != sides["b"][r]["reward"]]
@@ -172,6 +174,13 @@ def compare_task_body(viewer: Viewer, task: int, rollout: int | None) -> str:
                                f"Run {label.upper()}: reward {esc(_reward(sides[label][rollout]))}")
 
     return side_by_side(task, side("a", a), side("b", b), f'<p class="picker">{picker}</p>')
+
+
+def _task_or_none(index: RunIndex, task: int) -> list[dict[str, Any]]:
+    try:
+        return task_summaries(index, task)
+    except NotFound:
+        return []
 
 
 def _reward(summary: dict[str, Any] | None) -> str:

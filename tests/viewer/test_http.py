@@ -10,6 +10,7 @@ import orjson
 import psutil
 import pytest
 
+from nemo_gym.metrics.report import viewer_command
 from tests.viewer.collected import AGENT, ATLANTIS, CAIRO, REPEATS, TOKYO, CollectedRuns
 from tests.viewer.viewer_process import run_view, running_viewer
 
@@ -87,6 +88,7 @@ def test_bad_requests_and_missing_rows(viewer: str) -> None:
     missing = get(f"{viewer}/rollout/a/{TOKYO}/99")
     assert missing.status_code == 404 and "no rollout 99 of task 1" in missing.text
     assert get(f"{viewer}/api/task/c/0").status_code == 404
+    assert get(f"{viewer}/compare/99").status_code == 404
 
 
 def test_the_server_binds_loopback_only(viewer: str) -> None:
@@ -110,6 +112,8 @@ def test_export_writes_one_self_contained_file(collected_runs: CollectedRuns, tm
 def test_collection_report_links_to_the_viewer(collected_runs: CollectedRuns) -> None:
     report = collected_runs.run_a.with_name("run_a_report.html").read_text()
     assert f"ng_view +input_glob={collected_runs.run_a.resolve()}" in report
+    quoted = "ng_view '+input_glob=/data/my runs/a.jsonl,/b.jsonl'"
+    assert viewer_command(["/data/my runs/a.jsonl", "/b.jsonl"]) == quoted
 
 
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
