@@ -38,6 +38,7 @@ from nemo_gym.viewer.sidecars import FailureRecord, failure_records, is_rollout_
 INDEX_VERSION = 1
 META = "meta.json"
 OVERVIEW = "overview.json"
+PROGRESS_EVERY_S = 5.0
 
 
 def default_cache_root() -> Path:
@@ -177,9 +178,12 @@ class _Builder:
             accumulator.close()
 
 
-def build_index(files: list[Path], directory: Path) -> None:
-    """Build the index of `files` into `directory` (atomically: a half-built index is never picked up)."""
+def build_index(files: list[Path], directory: Path, say: Callable[[str], None] = lambda message: None) -> None:
+    """Build the index of `files` into `directory` (atomically: a half-built index is never picked up); `say` gets
+    a progress line every few seconds."""
     started = time.monotonic()
+    total_bytes = sum(path.stat().st_size for path in files) or 1
+    done_bytes, next_report = 0, started + PROGRESS_EVERY_S
     tmp = directory.with_name(f"{directory.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -198,6 +202,10 @@ def build_index(files: list[Path], directory: Path) -> None:
                 if next_failure < len(pending) and pending[next_failure] == key:
                     next_failure += 1  # failed earlier, succeeded later: not a failure any more
                 builder.add_row(entry.task, entry.rollout, entry.file_no, entry.offset, entry.length, entry.line)
+                done_bytes += entry.length
+                if builder.rows.rows % 4096 == 0 and time.monotonic() >= next_report:
+                    say(f"indexed {builder.rows.rows:,} rows ({100 * done_bytes / total_bytes:.0f}% of the bytes)")
+                    next_report = time.monotonic() + PROGRESS_EVERY_S
             for key in pending[next_failure:]:
                 builder.add_failure(failures[key])
             builder.finish()
@@ -316,7 +324,7 @@ def open_run(input_glob: str, label: str, cache_root: Path,
     if not (directory / META).is_file():
         say(f"indexing {len(files)} file(s) of run {label} ({sum(p.stat().st_size for p in files) / 1e6:.1f} MB) "
             f"into {directory} ...")
-        build_index(files, directory)
+        build_index(files, directory, say)
         built = True
     meta = orjson.loads((directory / META).read_bytes())
     index = RunIndex(label, input_glob, directory, meta, ColumnStore(directory, "row_", ROW_COLUMNS, meta["rows"]),
