@@ -49,7 +49,7 @@ class ViewerServer(BaseServer):
                 return work()
         return await run_in_threadpool(locked)
 
-    def _page(self, title: str, current: str, work: Callable[[], str]):
+    def _page(self, title: str, current: str, work: Callable[[Request], str]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             try:
                 body = await self._call(lambda: work(request))
@@ -61,7 +61,7 @@ class ViewerServer(BaseServer):
             return HTMLResponse(layout(title, body, self._nav(current), self._subtitle()), status_code=status)
         return endpoint
 
-    def _api(self, work: Callable[[Request], Any]):
+    def _api(self, work: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             try:
                 return json_response(await self._call(lambda: work(request)))
