@@ -41,13 +41,6 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(strict=True, frozen=True, extra="ignore", use_attribute_docstrings=True)
 
-    def __init__(self, **data: Any) -> None:
-        # Direct construction (the Python API) fails with the same message as a config file would.
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise ConfigError(format_errors(type(self), exc, data, _plus, _nowhere)) from None
-
 
 def _plus(field: str) -> str:
     return f"+{field}"
@@ -97,22 +90,26 @@ def _constraint_text(error: Any) -> str | None:
 
 
 def format_errors(model: type[BaseModel], exc: ValidationError, values: Mapping[str, Any],
-                  name: Callable[[str], str], where: Callable[[str], str | None]) -> str:
-    """One line per field (joined by '; '): `<name> must be <type>, got <value> (<file:line>)`."""
+                  name: Callable[[str], str], where: Callable[[str], str | None], label: str = "") -> str:
+    """One line per field (joined by '; '): `<name> must be <type>, got <value> (<file:line>)`.
+
+    `label` starts the message of a check across fields (which names its fields itself)."""
     messages: dict[str, str] = {}
     for error in exc.errors():
-        if not error["loc"]:  # a check across fields: its message is already complete
-            messages.setdefault("", str((error.get("ctx") or {}).get("error", error["msg"])))
+        if not error["loc"]:
+            messages.setdefault("", label + str((error.get("ctx") or {}).get("error", error["msg"])))
             continue
         field = str(error["loc"][0])
         located = f" ({where(field)})" if where(field) else ""
         if error["type"] == "missing":
-            messages[field] = f"missing required option {name(field)}=..."
+            shown = name(field)
+            messages[field] = f"missing required {'option ' + shown + '=...' if shown.startswith('+') else shown}"
             continue
         constraint = _constraint_text(error)
         if constraint is not None:
             separator = "" if constraint.startswith(".") else " "
-            messages[field] = f"{name(field)}{separator}{constraint}{located}"
+            got = "" if error["type"] == "value_error" else f", got {error['input']!r}"
+            messages[field] = f"{name(field)}{separator}{constraint}{got}{located}"
         elif field not in messages:
             hint = model.model_fields[field].annotation if field in model.model_fields else Any
             messages[field] = f"{name(field)} must be {type_name(hint)}, got {values.get(field)!r}{located}"
@@ -140,7 +137,7 @@ def check_unknown_keys(model: type[BaseModel], keys: Iterable[str], mode: Unknow
 
 def build(model: type[S], values: Mapping[str, Any], *, name: Callable[[str], str] = _plus,
           where: Callable[[str], str | None] = _nowhere, unknown: UnknownKeys = "ignore",
-          also_known: Iterable[str] = (), **extra: Any) -> S:
+          also_known: Iterable[str] = (), label: str = "", **extra: Any) -> S:
     """`model` from `values` (only its own fields are read) plus `extra`, or a ConfigError naming every bad field."""
     check_unknown_keys(model, [str(k) for k in values], unknown, name, where, also_known)
     data = {key: value for key, value in values.items() if key in model.model_fields}
@@ -148,4 +145,4 @@ def build(model: type[S], values: Mapping[str, Any], *, name: Callable[[str], st
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_errors(model, exc, data, name, where)) from None
+        raise ConfigError(format_errors(model, exc, data, name, where, label)) from None
