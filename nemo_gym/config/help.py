@@ -28,7 +28,9 @@ def _yaml(value: Any) -> str:
 
 
 def _nested(hint: Any) -> type[BaseModel] | None:
-    return hint if isinstance(hint, type) and issubclass(hint, BaseModel) else None
+    """Settings shown as their own dotted keys (head_server.port), unless they read as one value (a reference)."""
+    nested = isinstance(hint, type) and issubclass(hint, BaseModel) and not getattr(hint, "type_label", None)
+    return hint if nested else None
 
 
 def field_docs(model: type[BaseModel], prefix: str = "") -> list[FieldDoc]:
@@ -69,5 +71,6 @@ def markdown_table(model: type[BaseModel], prefix: str = "") -> str:
     for doc in field_docs(model, prefix):
         cells = [f"`{doc.name}`", doc.type, f"`{doc.default}`" if doc.default != "required" else "required",
                  doc.meaning]
+        cells[-1] = cells[-1].replace("<", "&lt;")  # <stem> is text, not an HTML tag
         rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(rows)

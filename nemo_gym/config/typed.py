@@ -9,7 +9,7 @@ import difflib
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Literal, Mapping, TypeVar, Union
+from typing import Annotated, Any, Callable, ClassVar, Iterable, Literal, Mapping, TypeVar, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
@@ -40,6 +40,7 @@ class Settings(BaseModel):
     """Base of every typed settings class: strict types (no 'yes' for true, no '10' for 10), immutable."""
 
     model_config = ConfigDict(strict=True, frozen=True, extra="ignore", use_attribute_docstrings=True)
+    type_label: ClassVar[str | None] = None  # set: shown as one value of this type, not as its fields
 
 
 def _plus(field: str) -> str:
@@ -65,7 +66,7 @@ def type_name(hint: Any) -> str:
         (item,) = typing.get_args(hint) or (Any,)
         return "a list" if item is Any else f"a list of {_plural(type_name(item))}"
     if isinstance(origin, type) and issubclass(origin, BaseModel):
-        return "a mapping"
+        return getattr(origin, "type_label", None) or "a mapping"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a mapping",
             Path: "a path", Any: "any value"}.get(origin, str(hint))
 

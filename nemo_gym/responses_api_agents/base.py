@@ -26,7 +26,15 @@ from pydantic import Field
 from nemo_gym.errors import NemoGymError
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.protocol import SESSION_HEADER
-from nemo_gym.server.base import BaseServer, HandlerError, ServerRefSetting, ServerSettings, error_response, json_route
+from nemo_gym.server.base import (
+    BaseServer,
+    HandlerError,
+    ModelServerRef,
+    ResourcesServerRef,
+    ServerSettings,
+    error_response,
+    json_route,
+)
 
 
 def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -40,10 +48,10 @@ def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class AgentSettings(ServerSettings):
-    resources_server: ServerRefSetting
-    """The environment: {type: resources_servers, name: ...}."""
-    model_server: ServerRefSetting
-    """The policy model: {type: responses_api_models, name: ...}."""
+    resources_server: ResourcesServerRef
+    """The environment this agent's rollouts run in."""
+    model_server: ModelServerRef
+    """The policy model."""
     model_timeout_s: float = Field(600.0, gt=0)
     """Seconds per model call."""
     resources_timeout_s: float = Field(300.0, gt=0)

@@ -85,8 +85,7 @@ class RolloutCollectionHelper:
     async def run_from_config(self, config: RolloutCollectionConfig,
                               progress_stream: TextIO = sys.stderr) -> CollectionSummary:
         """Exactly what ng_collect_rollouts runs (files, resume, failures, manifest, metrics); the head server is
-        the config's `head_server_url`."""
-        config.validate()  # from_global validates; a config built in code gets the same checks here
+        the config's `head_server_url`. A config built in code was checked when it was constructed."""
         return await collect_rollouts(config, progress_stream)
 
 

@@ -71,10 +71,21 @@ def json_route(path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POS
 class ServerRefSetting(Settings):
     """A reference to another server instance of the config."""
 
+    type_label: ClassVar[str] = "a server reference {type, name}"
     type: Literal[SERVER_KINDS]  # type: ignore[valid-type]
     """The referenced server's kind."""
     name: Text
     """The referenced server's instance name."""
+
+
+class ResourcesServerRef(ServerRefSetting):
+    type_label: ClassVar[str] = "a reference {type: resources_servers, name: ...}"
+    type: Literal["resources_servers"]
+
+
+class ModelServerRef(ServerRefSetting):
+    type_label: ClassVar[str] = "a reference {type: responses_api_models, name: ...}"
+    type: Literal["responses_api_models"]
 
 
 class ServerSettings(Settings):
