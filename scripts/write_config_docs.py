@@ -46,6 +46,10 @@ def generated() -> dict[str, str]:
     return {**commands(), **servers()}
 
 
+def block_names(text: str) -> list[str]:
+    return [match.group(2) for match in BLOCK.finditer(text)]
+
+
 def render(text: str, blocks: dict[str, str]) -> str:
     return BLOCK.sub(lambda m: f"{m.group(1)}{blocks[m.group(2)]}\n{m.group(3)}", text)
 
