@@ -33,6 +33,17 @@ Text = Annotated[str, BeforeValidator(_number_as_text)]
 FilePath = Annotated[Path, BeforeValidator(_as_path)]
 
 S = TypeVar("S", bound="Settings")
+
+
+def lenient(hint: Any) -> Any:
+    """`hint` with `str` read as Text and `Path` as FilePath (a number given for either is taken as its text)."""
+    if hint is str:
+        return Text
+    if hint is Path:
+        return FilePath
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        return Union[tuple(lenient(arg) for arg in typing.get_args(hint))]
+    return hint
 UnknownKeys = Literal["error", "near_miss", "ignore"]
 
 
