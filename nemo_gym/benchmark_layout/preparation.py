@@ -11,16 +11,17 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import orjson
+from pydantic import ConfigDict, PydanticSchemaGenerationError, TypeAdapter, ValidationError
 
 from nemo_gym.benchmark_layout.discover import Benchmark, shown
+from nemo_gym.config.typed import lenient, type_name
 from nemo_gym.errors import ConfigError, InputDataError
 
 PrepareFunction = Callable[..., Any]
 _KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string", Path: "a path"}
 
 
 @dataclass(frozen=True)
@@ -50,23 +51,18 @@ def load_prepare(benchmark: Benchmark) -> PrepareFunction:
 
 
 def _coerce(name: str, value: Any, hint: Any) -> Any:
-    """`value` for a parameter annotated `hint`: Hydra gives ints, floats, bools and strings; a path is a string."""
-    options = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
-    if value is None and type(None) in options:
-        return None
-    known = [option for option in options if option in _TYPE_NAMES]
-    if not known:
-        return value  # unannotated or a type we do not check: prepare() validates it
-    for option in known:
-        if option is Path and isinstance(value, str):
-            return Path(value)
-        if option is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        if option is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if type(value) is option:
-            return value
-    raise ConfigError(f"+{name} must be {' or '.join(_TYPE_NAMES[o] for o in known)}, got {value!r}")
+    """`value` for a parameter annotated `hint`, checked as a typed setting (nemo_gym.config.typed); an
+    unannotated parameter, or one of a type pydantic cannot check, is left for prepare() to validate."""
+    if hint is Any:
+        return value
+    try:
+        adapter = TypeAdapter(lenient(hint), config=ConfigDict(strict=True))
+    except PydanticSchemaGenerationError:
+        return value
+    try:
+        return adapter.validate_python(value)
+    except ValidationError:
+        raise ConfigError(f"+{name} must be {type_name(hint)}, got {value!r}") from None
 
 
 def check_options(benchmark: Benchmark, prepare: PrepareFunction, options: dict[str, Any]) -> dict[str, Any]:

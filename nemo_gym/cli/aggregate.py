@@ -9,8 +9,9 @@ differing copies are an error naming both files. Metrics are computed exactly as
 <output stem>_aggregate_metrics.json and <output stem>_report.html.
 """
 
-from nemo_gym.cli.common import run_cli
+from nemo_gym.cli.common import CommandHelp, run_cli
 from nemo_gym.config import load_global_config
+from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.rollout_collection import RolloutAggregationConfig, RolloutAggregationHelper, run_async
 
 
@@ -20,5 +21,9 @@ def main_args(argv: list[str]) -> int:
     return 0
 
 
+HELP = CommandHelp("ng_aggregate_rollouts", __doc__, [("Options", RolloutAggregationConfig, ""),
+                                                      ("Config loading", LoaderSettings, "")])
+
+
 def main() -> None:
-    run_cli(main_args)
+    run_cli(main_args, HELP)

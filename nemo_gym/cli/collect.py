@@ -7,8 +7,9 @@ Exit status: 0 all rollouts collected, 1 some failed (see <stem>_failures.jsonl)
 2 bad config or input (nothing was run), 130 interrupted (resume with +resume_from_cache=true).
 """
 
-from nemo_gym.cli.common import run_cli, stop_on_sigterm_like_ctrl_c
+from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_c
 from nemo_gym.config import load_global_config
+from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper, run_async
 
 
@@ -19,5 +20,9 @@ def main_args(argv: list[str]) -> int:
     return 0 if run_async(RolloutCollectionHelper().run_from_config(config)).ok else 1
 
 
+HELP = CommandHelp("ng_collect_rollouts", __doc__, [("Options", RolloutCollectionConfig, ""),
+                                                    ("Config loading", LoaderSettings, "")])
+
+
 def main() -> None:
-    run_cli(main_args)
+    run_cli(main_args, HELP)

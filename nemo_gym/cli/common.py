@@ -1,13 +1,47 @@
-"""What every console script shares: one-line errors and a non-zero exit instead of tracebacks."""
+"""What every console script shares: `--help` from its typed settings, one-line errors, and exit statuses.
+
+Exit status: 0 success, 1 the work failed downstream (a rollout, a server), 2 bad input (config, data, command
+line: nothing was run), 130 interrupted.
+"""
 
 import signal
 import sys
+from dataclasses import dataclass, field
 from typing import Callable
 
+from pydantic import BaseModel
+
+from nemo_gym.config.help import help_lines
 from nemo_gym.errors import NemoGymError
 
+HELP_FLAGS = ("-h", "--help")
 
-def run_cli(main: Callable[[list[str]], int | None]) -> None:
+
+@dataclass(frozen=True)
+class CommandHelp:
+    """What `<command> --help` prints: the command's docstring, then each group of typed options."""
+
+    command: str
+    doc: str
+    options: list[tuple[str, type[BaseModel], str]] = field(default_factory=list)  # (title, settings, key prefix)
+    notes: str = ""
+
+    def render(self) -> str:
+        lines = [f"usage: {self.command} [+key=value ...]", "", self.doc.strip(), ""]
+        for title, settings, prefix in self.options:
+            lines += [f"{title}:", *help_lines(settings, prefix), ""]
+        if not self.options:
+            lines += ["This command takes no options.", ""]
+        if self.notes:
+            lines += [self.notes.strip(), ""]
+        lines.append("Every option is a Hydra-style override (+key=value); docs/configuration.md lists them all.")
+        return "\n".join(lines)
+
+
+def run_cli(main: Callable[[list[str]], int | None], command_help: CommandHelp | None = None) -> None:
+    if command_help is not None and any(arg in HELP_FLAGS for arg in sys.argv[1:]):
+        print(command_help.render())
+        sys.exit(0)
     try:
         code = main(sys.argv[1:])
     except NemoGymError as exc:

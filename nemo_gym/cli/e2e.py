@@ -9,8 +9,9 @@ A dataset entry's own `num_repeats` and `prompt_config` apply to its rows, over 
 Exit status as ng_collect_rollouts.
 """
 
-from nemo_gym.cli.common import run_cli, stop_on_sigterm_like_ctrl_c
+from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_c
 from nemo_gym.config import load_global_config
+from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.rollout_collection import E2ERolloutCollectionConfig, e2e_collect_rollouts
 
 
@@ -22,5 +23,10 @@ def main_args(argv: list[str]) -> int:
     return 0 if e2e_collect_rollouts(config, global_config).ok else 1
 
 
+HELP = CommandHelp("ng_e2e_collect_rollouts", __doc__, [("Options", E2ERolloutCollectionConfig, ""),
+                                                        ("Config loading", LoaderSettings, "")],
+                   notes="Each server's settings: see docs/configuration.md.")
+
+
 def main() -> None:
-    run_cli(main_args)
+    run_cli(main_args, HELP)

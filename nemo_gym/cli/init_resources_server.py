@@ -9,12 +9,22 @@ current directory, where the ng_* commands are then run.
 
 from pathlib import Path
 
-from nemo_gym.cli.common import run_cli
+from nemo_gym.cli.common import CommandHelp, run_cli
 from nemo_gym.config.loader import parse_overrides
+from nemo_gym.config.typed import Settings, Text
 from nemo_gym.scaffold import ScaffoldError, create_environment
 
 DEFAULT_OUTPUT_DIR = "resources_servers"
-OPTIONS = ("name", "output_dir")
+
+
+class InitSettings(Settings):
+    name: Text
+    """The new environment's name (a Python identifier), e.g. my_env."""
+    output_dir: Text = DEFAULT_OUTPUT_DIR
+    """Folder that gets <name>/."""
+
+
+OPTIONS = tuple(InitSettings.model_fields)
 
 
 def main_args(argv: list[str]) -> int:
@@ -33,5 +43,8 @@ def main_args(argv: list[str]) -> int:
     return 0
 
 
+HELP = CommandHelp("ng_init_resources_server", __doc__, [("Options", InitSettings, "")])
+
+
 def main() -> None:
-    run_cli(main_args)
+    run_cli(main_args, HELP)

@@ -8,7 +8,7 @@ config.yaml cannot be read is listed with the error, and the exit status is 1.
 
 from nemo_gym.benchmark_layout import BenchmarkInfo, describe, find_benchmarks
 from nemo_gym.benchmark_layout.discover import candidate_dirs, shown
-from nemo_gym.cli.common import print_table, run_cli
+from nemo_gym.cli.common import CommandHelp, print_table, run_cli
 from nemo_gym.errors import ConfigError, NemoGymError
 
 
@@ -38,5 +38,8 @@ def main_args(argv: list[str]) -> int:
     return 1 if broken else 0
 
 
+HELP = CommandHelp("ng_list_benchmarks", __doc__)
+
+
 def main() -> None:
-    run_cli(main_args)
+    run_cli(main_args, HELP)

@@ -11,11 +11,20 @@ from pathlib import Path
 
 from nemo_gym.benchmark_layout import find_benchmark, find_benchmarks, prepare_benchmark
 from nemo_gym.benchmark_layout.discover import shown
-from nemo_gym.cli.common import run_cli
+from nemo_gym.cli.common import CommandHelp, run_cli
 from nemo_gym.config.loader import COMMAND_LINE, load_global_config
+from nemo_gym.config.typed import Settings, Text
 from nemo_gym.errors import ConfigError
 
-OWN_KEYS = ("benchmark", "output_dir")
+
+class PrepareSettings(Settings):
+    benchmark: Text
+    """The benchmark's folder name (ng_list_benchmarks lists them)."""
+    output_dir: Text | None = None
+    """Where the dataset is written (default benchmarks/<name>/data/)."""
+
+
+OWN_KEYS = tuple(PrepareSettings.model_fields)
 
 
 def main_args(argv: list[str]) -> int:
@@ -32,5 +41,9 @@ def main_args(argv: list[str]) -> int:
     return 0
 
 
+HELP = CommandHelp("ng_prepare_benchmark", __doc__, [("Options", PrepareSettings, "")],
+                   notes="Every other +key=value is an option of the benchmark's prepare() (see its prepare.py).")
+
+
 def main() -> None:
-    run_cli(main_args)
+    run_cli(main_args, HELP)

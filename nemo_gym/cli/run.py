@@ -8,8 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-from nemo_gym.cli.common import print_table, run_cli
+from nemo_gym.cli.common import CommandHelp, print_table, run_cli
 from nemo_gym.config import load_global_config
+from nemo_gym.config.global_settings import RunSettings
+from nemo_gym.config.typed import build
 from nemo_gym.server.supervisor import Supervisor
 
 
@@ -23,10 +25,11 @@ def _raise_stop(signum: int, frame: object) -> None:
 
 def main_args(argv: list[str]) -> int:
     config = load_global_config(argv)
+    settings = build(RunSettings, config.values)
     if not config.servers():
         print("error: the config defines no servers (pass +config_paths=[...])", file=sys.stderr)
         return 2
-    log_dir = Path(config.get("log_dir") or Path("ng_logs") / time.strftime("%Y%m%d-%H%M%S"))
+    log_dir = Path(settings.log_dir or Path("ng_logs") / time.strftime("%Y%m%d-%H%M%S"))
     supervisor = Supervisor(config, log_dir)
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
@@ -53,5 +56,9 @@ def main_args(argv: list[str]) -> int:
         print("all servers stopped", flush=True)
 
 
+HELP = CommandHelp("ng_run", __doc__, [("Options", RunSettings, "")],
+                   notes="Each server's settings (checked before any server starts): see docs/configuration.md.")
+
+
 def main() -> None:
-    run_cli(main_args)
+    run_cli(main_args, HELP)

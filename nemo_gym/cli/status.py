@@ -2,8 +2,9 @@
 
 import httpx
 
-from nemo_gym.cli.common import print_table, run_cli
+from nemo_gym.cli.common import CommandHelp, print_table, run_cli
 from nemo_gym.config import load_global_config
+from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.errors import NemoGymError
 from nemo_gym.server.client import head_url_from_config
 
@@ -26,5 +27,8 @@ def main_args(argv: list[str]) -> int:
     return 0 if all(r["health"] == "ok" for r in rows) else 1
 
 
+HELP = CommandHelp("ng_status", __doc__, [("Options", LoaderSettings, "")])
+
+
 def main() -> None:
-    run_cli(main_args)
+    run_cli(main_args, HELP)

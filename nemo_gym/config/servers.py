@@ -61,7 +61,7 @@ def _iter_refs(value: Any, path: str) -> Iterator[tuple[str, ServerRef]]:
             yield from _iter_refs(v, f"{path}[{i}]")
 
 
-def _as_server(name: str, value: Any) -> ServerSpec | None:
+def as_server(name: str, value: Any) -> ServerSpec | None:
     if not isinstance(value, dict) or len(value) != 1:
         return None
     (kind, body), = value.items()
@@ -80,7 +80,7 @@ def _as_server(name: str, value: Any) -> ServerSpec | None:
 def server_specs(config: dict[str, Any]) -> dict[str, ServerSpec]:
     """Every server instance in the config, references unchecked (a config file read on its own, e.g. a benchmark's,
     refers to a model server that another file supplies)."""
-    return {name: spec for name, value in config.items() if (spec := _as_server(str(name), value))}
+    return {name: spec for name, value in config.items() if (spec := as_server(str(name), value))}
 
 
 def parse_server_tree(config: dict[str, Any], source_of: "callable | None" = None) -> dict[str, ServerSpec]:

@@ -22,11 +22,12 @@ from typing import Any, Callable
 
 from starlette.requests import Request
 from starlette.routing import Route
+from pydantic import Field
 
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.protocol import SESSION_HEADER
 from nemo_gym.resources_servers.metrics import group_mean_reward, headline_metrics, summarize
-from nemo_gym.server.base import BaseServer, HandlerError, json_route
+from nemo_gym.server.base import BaseServer, HandlerError, ServerSettings, json_route
 
 _TOOL_MARK = "_ng_tool"
 SESSION_PARAM = "session_id"
@@ -44,14 +45,21 @@ def session_id_of(request: Request) -> str:
     return request.headers.get(SESSION_HEADER, "")
 
 
+class ResourcesSettings(ServerSettings):
+    session_ttl_s: float = Field(DEFAULT_SESSION_TTL_S, gt=0)
+    """Seconds a rollout's session state is kept after its last use."""
+
+
 class ResourcesServer(BaseServer):
     """Override `verify`; optionally `seed_session`, `compute_metrics`, `key_metrics`; add tools with `@tool`."""
+
+    Settings = ResourcesSettings
 
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         super().__init__(spec, head_url)
         # Ordered by last access, so expired sessions are always at the front.
         self._sessions: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
-        self._session_ttl_s = float(self.config.get("session_ttl_s", DEFAULT_SESSION_TTL_S))
+        self._session_ttl_s = self.settings.session_ttl_s
         self._verify_wants_session = SESSION_PARAM in inspect.signature(self.verify).parameters
 
     # ---- hooks for environments ----

@@ -21,11 +21,20 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from pydantic import Field
 
 from nemo_gym.errors import NemoGymError
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.protocol import SESSION_HEADER
-from nemo_gym.server.base import BaseServer, HandlerError, error_response, json_route
+from nemo_gym.server.base import (
+    BaseServer,
+    HandlerError,
+    ModelServerRef,
+    ResourcesServerRef,
+    ServerSettings,
+    error_response,
+    json_route,
+)
 
 
 def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -38,14 +47,29 @@ def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
     return input_
 
 
+class AgentSettings(ServerSettings):
+    resources_server: ResourcesServerRef
+    """The environment this agent's rollouts run in."""
+    model_server: ModelServerRef
+    """The policy model."""
+    model_timeout_s: float = Field(600.0, gt=0)
+    """Seconds per model call."""
+    resources_timeout_s: float = Field(300.0, gt=0)
+    """Seconds per seed_session / tool / step / verify call."""
+    datasets: list[dict[str, Any]] | None = None
+    """This agent's datasets ({name, type, jsonl_fpath, ...}), read by ng_e2e_collect_rollouts per split."""
+
+
 class AgentServer(BaseServer):
     """Serves `POST /run`, `POST /v1/responses` and `POST /aggregate_metrics` around a subclass's `run_loop`."""
 
+    Settings = AgentSettings
+
     async def startup(self) -> None:
-        self.resources_server = self.spec.ref("resources_server").name
-        self.model_server = self.spec.ref("model_server").name
-        self.model_timeout_s = float(self.config.get("model_timeout_s", 600.0))
-        self.resources_timeout_s = float(self.config.get("resources_timeout_s", 300.0))
+        self.resources_server = self.settings.resources_server.name
+        self.model_server = self.settings.model_server.name
+        self.model_timeout_s = self.settings.model_timeout_s
+        self.resources_timeout_s = self.settings.resources_timeout_s
 
     def routes(self) -> list[Route]:
         return [

@@ -138,6 +138,8 @@ def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptCo
     output = config.output_path
     created = _missing_dirs(output.parent)
     output.parent.mkdir(parents=True, exist_ok=True)
+    created += _missing_dirs(config.materialized_jsonl_fpath.parent)  # +materialized_jsonl_fpath may be elsewhere
+    config.materialized_jsonl_fpath.parent.mkdir(parents=True, exist_ok=True)
     existed = output.exists()
     tmp = config.materialized_jsonl_fpath.with_name(f"{config.materialized_jsonl_fpath.name}.{os.getpid()}.tmp")
     out_file: AppendFile | None = None

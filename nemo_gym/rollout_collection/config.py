@@ -1,126 +1,48 @@
 """The configs of ng_collect_rollouts, ng_e2e_collect_rollouts and ng_aggregate_rollouts.
 
-Built from the merged global config (top-level `+key=value` overrides), with every field type-checked up front so a
-bad value fails before any server is called, naming the field and what it should be.
+Built from the merged global config (top-level `+key=value` overrides) as typed settings (nemo_gym.config.typed),
+so a bad value fails before any server is called, naming the field, what it should be and where it was set.
+Field names and meanings follow NeMo Gym's; where a value means something there (`limit: 0`,
+`num_samples_in_parallel: null`), it means the same here.
 """
 
-import dataclasses
-import difflib
 import os
-import types
-import typing
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, TypeVar, Union
+from typing import Any, Literal, TypeVar
+
+from pydantic import Field, field_validator, model_validator
 
 from nemo_gym.config.loader import COMMAND_LINE, GlobalConfig
+from nemo_gym.config.typed import FilePath, Settings, Text, build, check_unknown_keys
 from nemo_gym.errors import ConfigError
 from nemo_gym.server.client import head_url_from_config
 
 REPEATS_DEFAULT_KEY = "_default"
+DEFAULT_NUM_SAMPLES_IN_PARALLEL = 256  # vLLM's default max_num_seqs: enough to keep one replica saturated
 
 C = TypeVar("C", bound="_FromGlobal")
 
 
-class _FromGlobal:
-    """Builds a dataclass from the global config's top-level keys, checking each field's type."""
+class _FromGlobal(Settings):
+    """Built from the global config's top-level keys; a command-line key a typo away from a field is refused."""
 
     @classmethod
     def from_global(cls: type[C], config: GlobalConfig) -> C:
-        _refuse_near_miss_keys(cls, config)
-        if "head_server_url" in config.values:
-            return cls.from_mapping(config.values)
-        return cls.from_mapping(config.values, head_server_url=head_url_from_config(config.values))
+        command_line = [s for s in config.sources if s.name == COMMAND_LINE]
+        for source in command_line:
+            check_unknown_keys(cls, [str(k) for k in source.cfg.keys()], "near_miss", lambda f: f"+{f}",
+                               lambda f: None)
+        extra = {} if "head_server_url" in config.values else {"head_server_url": head_url_from_config(config.values)}
+        return build(cls, config.values, where=lambda f: _set_in(config, f), **extra)
 
     @classmethod
-    def from_mapping(cls: type[C], values: Mapping[str, Any], **extra: Any) -> C:
-        hints = typing.get_type_hints(cls)
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if not f.init:
-                continue
-            if f.name in extra:
-                kwargs[f.name] = extra[f.name]
-            elif f.name in values:
-                kwargs[f.name] = _coerce(f.name, values[f.name], hints[f.name])
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ConfigError(f"missing required option +{f.name}=...")
-        instance = cls(**kwargs)
-        instance.validate()
-        return instance
-
-    def validate(self) -> None:
-        """Cross-field checks; subclasses extend."""
+    def from_mapping(cls: type[C], values: dict[str, Any], **extra: Any) -> C:
+        return build(cls, values, **extra)
 
 
-def _refuse_near_miss_keys(cls: type, config: GlobalConfig) -> None:
-    """A typo such as `+num_repeat=4` would otherwise be silently ignored and the run would be wrong."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    for source in config.sources:
-        if source.name != COMMAND_LINE:
-            continue
-        for key in source.cfg.keys():
-            key = str(key)
-            if key in names:
-                continue
-            close = difflib.get_close_matches(key, names, n=1, cutoff=0.85)
-            if close:
-                raise ConfigError(f"unknown option +{key}; did you mean +{close[0]}?")
-
-
-def _type_name(hint: Any) -> str:
-    if typing.get_origin(hint) is Literal:
-        return " or ".join(repr(a) for a in typing.get_args(hint))
-    if _is_optional(hint):
-        return f"{_type_name(_non_none(hint))} or null"
-    if typing.get_origin(hint) in (Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(hint))
-    origin = typing.get_origin(hint) or hint
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a mapping"}.get(
-        origin, str(hint)
-    )
-
-
-def _is_optional(hint: Any) -> bool:
-    return typing.get_origin(hint) in (Union, types.UnionType) and type(None) in typing.get_args(hint)
-
-
-def _non_none(hint: Any) -> Any:
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return Union[tuple(args)] if len(args) > 1 else args[0]
-
-
-def _coerce(name: str, value: Any, hint: Any) -> Any:
-    if value is None and _is_optional(hint):
-        return None
-    target = _non_none(hint) if _is_optional(hint) else hint
-    origin = typing.get_origin(target)
-    if origin is Literal:
-        if value in typing.get_args(target):
-            return value
-    elif origin in (Union, types.UnionType):
-        for option in typing.get_args(target):
-            try:
-                return _coerce(name, value, option)
-            except ConfigError:
-                continue
-    elif (origin or target) is dict:
-        if isinstance(value, dict):
-            return value
-    elif target is bool:
-        if isinstance(value, bool):
-            return value
-    elif target is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif target is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif target is str:
-        # Hydra parses `+agent_name=123` or `+output_jsonl_fpath=2024` as numbers; they are still valid names.
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-    raise ConfigError(f"+{name} must be {_type_name(hint)}, got {value!r}")
+def _set_in(config: GlobalConfig, field: str) -> str | None:
+    where = config.source_of(field)
+    return None if where == COMMAND_LINE else f"set in {where}"
 
 
 def _slurm_shards() -> tuple[int, int]:
@@ -144,72 +66,110 @@ def _sidecar(output: str, suffix: str) -> Path:
     return path.with_name(f"{path.stem}{suffix}")
 
 
-@dataclass(frozen=True, kw_only=True)
 class SharedRolloutCollectionConfig(_FromGlobal):
     """What every collection command shares: where results go, how many run at once, how failures are handled."""
 
-    output_jsonl_fpath: str
-    num_samples_in_parallel: int = 256  # vLLM's default max_num_seqs: enough to keep one replica saturated
-    responses_create_params: dict[str, Any] = field(default_factory=dict)
+    output_jsonl_fpath: Text
+    """The rollouts file (JSONL); its sidecars (_failures.jsonl, _manifest.json, ...) go next to it."""
+    num_samples_in_parallel: int | None = Field(DEFAULT_NUM_SAMPLES_IN_PARALLEL, ge=1)
+    """Rollouts in flight at once; null takes the default (NeMo Gym reads null as 'no limit')."""
+    materialized_jsonl_fpath: FilePath | None = None
+    """Where the expanded inputs (one line per rollout) are written; default <output stem>_materialized_inputs.jsonl."""
+    responses_create_params: dict[str, Any] = Field(default_factory=dict)
+    """Overrides merged into every row's responses_create_params, e.g. {temperature: 0.6, max_output_tokens: 512}."""
     disable_aggregation: bool = False
+    """Skip the aggregate metrics at the end (shards aggregated later by ng_aggregate_rollouts)."""
     upload_rollouts_to_wandb: bool = False
-    wandb_project: str | None = None
-    wandb_name: str | None = None
-    wandb_entity: str | None = None
-    wandb_chunk_rows: int = 500  # rollouts per W&B table chunk, logged as soon as they are written
-    limit: int | None = None
+    """Log the rollouts to a W&B table while they are written (needs wandb_project)."""
+    wandb_project: Text | None = None
+    """W&B project for upload_rollouts_to_wandb."""
+    wandb_name: Text | None = None
+    """W&B run name."""
+    wandb_entity: Text | None = None
+    """W&B entity (team or user)."""
+    wandb_chunk_rows: int = Field(500, ge=1)
+    """Rollouts per W&B table chunk, logged as soon as they are written."""
+    limit: int | None = Field(None, ge=0)
+    """Use only the first N input rows; 0 or null means every row (as in NeMo Gym)."""
     num_repeats: int | dict[str, Any] | None = None
+    """Rollouts per row: an integer, or per agent {agent_name: n, _default: n}; null means 1."""
     num_repeats_add_seed: bool = False
-    prompt_config: str | None = None
+    """Give each repeat its own sampling seed (vLLM honours it), so repeats differ reproducibly."""
+    prompt_config: Text | None = None
+    """Prompt YAML that builds each row's input from its fields."""
     resume_from_cache: bool = False
+    """Continue an interrupted run: keep the rollouts already in the output and run only the rest."""
     resume_ignore_config_change: bool = False
+    """Resume even though the run's settings changed since it started (the manifest would refuse)."""
     num_shards: int | None = None
+    """Split the rows into this many shards (default: the SLURM array size, else 1)."""
     shard_index: int | None = None
-    max_attempts: int = 3
-    max_total_attempts: int = 10
-    rollout_timeout_s: float = 1800.0
-    retry_backoff_s: float = 1.0
-    progress_interval_s: float = 10.0
-    head_server_url: str = "http://127.0.0.1:11000"  # default: from head_server.host/port, as ng_run uses them
+    """Which shard this process runs, from 0 (default: the SLURM array task, else 0)."""
+    max_attempts: int = Field(3, ge=1)
+    """Attempts per rollout within one run before it is recorded as failed."""
+    max_total_attempts: int = Field(10, ge=1)
+    """Attempts per rollout across resumed runs before it is no longer retried."""
+    rollout_timeout_s: float = Field(1800.0, gt=0)
+    """Seconds one rollout (one /run call to its agent) may take."""
+    retry_backoff_s: float = Field(1.0, ge=0)
+    """Seconds before the first retry of a failed rollout (doubling after each)."""
+    progress_interval_s: float = Field(10.0, gt=0)
+    """Seconds between progress lines."""
+    head_server_url: Text = "http://127.0.0.1:11000"
+    """The head server that lists the running servers (default: from head_server.host/port, as ng_run uses them)."""
 
-    def validate(self) -> None:
+    @field_validator("num_samples_in_parallel", mode="after")
+    @classmethod
+    def _null_parallel_is_default(cls, value: int | None) -> int:
+        return DEFAULT_NUM_SAMPLES_IN_PARALLEL if value is None else value
+
+    @field_validator("limit", mode="after")
+    @classmethod
+    def _zero_limit_is_all(cls, value: int | None) -> int | None:
+        return value or None
+
+    @field_validator("num_repeats", mode="after")
+    @classmethod
+    def _positive_repeats(cls, value: int | dict[str, Any] | None) -> int | dict[str, Any] | None:
+        if isinstance(value, dict):
+            for agent, n in value.items():
+                if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                    raise ValueError(f".{agent} must be a positive integer, got {n!r}")
+        elif value is not None and value < 1:
+            raise ValueError(f"must be a positive integer, got {value}")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_materialized_path(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("materialized_jsonl_fpath") is None and "output_jsonl_fpath" in data:
+            output = data["output_jsonl_fpath"]
+            if isinstance(output, (str, Path)):
+                data = {**data, "materialized_jsonl_fpath": _sidecar(str(output), "_materialized_inputs.jsonl")}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SharedRolloutCollectionConfig":
         if self.output_path.is_dir():
-            raise ConfigError(f"+output_jsonl_fpath={self.output_jsonl_fpath} is a directory; name a .jsonl file")
-        if self.num_samples_in_parallel < 1:
-            raise ConfigError(f"+num_samples_in_parallel must be at least 1, got {self.num_samples_in_parallel}")
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"+limit must be at least 1 (or null for all rows), got {self.limit}")
-        for name in ("max_attempts", "max_total_attempts"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"+{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("rollout_timeout_s", "progress_interval_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"+{name} must be positive, got {getattr(self, name)}")
-        if self.retry_backoff_s < 0:
-            raise ConfigError(f"+retry_backoff_s must not be negative, got {self.retry_backoff_s}")
-        self.repeats_for("")  # checks the repeats setting
+            raise ValueError(f"+output_jsonl_fpath={self.output_jsonl_fpath} is a directory; name a .jsonl file")
+        if self.materialized_jsonl_fpath == self.output_path:
+            raise ValueError("+materialized_jsonl_fpath must differ from +output_jsonl_fpath")
         if self.upload_rollouts_to_wandb and not self.wandb_project:
-            raise ConfigError("+upload_rollouts_to_wandb=true needs +wandb_project=... (and optionally +wandb_name, "
-                              "+wandb_entity)")
+            raise ValueError("+upload_rollouts_to_wandb=true needs +wandb_project=... (and optionally +wandb_name, "
+                             "+wandb_entity)")
         shards, index = self.shard()
         if shards < 1:
-            raise ConfigError(f"+num_shards must be at least 1, got {shards}")
+            raise ValueError(f"+num_shards must be at least 1, got {shards}")
         if not 0 <= index < shards:
-            raise ConfigError(f"+shard_index must be in [0, {shards - 1}] for {shards} shards, got {index}")
+            raise ValueError(f"+shard_index must be in [0, {shards - 1}] for {shards} shards, got {index}")
+        return self
 
     def repeats_for(self, agent_name: str) -> int:
         """How many rollouts each task of `agent_name` gets: an int for all, or a per-agent dict with `_default`."""
         repeats = self.num_repeats
         if isinstance(repeats, dict):
-            for agent, n in repeats.items():
-                if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                    raise ConfigError(f"+num_repeats.{agent} must be a positive integer, got {n!r}")
             repeats = repeats.get(agent_name, repeats.get(REPEATS_DEFAULT_KEY, 1))
-        if repeats is None:
-            return 1
-        if repeats < 1:
-            raise ConfigError(f"+num_repeats must be a positive integer, got {repeats}")
-        return repeats
+        return 1 if repeats is None else repeats
 
     def shard(self) -> tuple[int, int]:
         """(num_shards, shard_index): explicit options win over the SLURM array environment."""
@@ -221,10 +181,6 @@ class SharedRolloutCollectionConfig(_FromGlobal):
     @property
     def output_path(self) -> Path:
         return Path(self.output_jsonl_fpath)
-
-    @property
-    def materialized_jsonl_fpath(self) -> Path:
-        return _sidecar(self.output_jsonl_fpath, "_materialized_inputs.jsonl")
 
     @property
     def failures_jsonl_fpath(self) -> Path:
@@ -243,7 +199,6 @@ def aggregate_metrics_path(output_jsonl_fpath: str) -> Path:
     return _sidecar(output_jsonl_fpath, "_aggregate_metrics.json")
 
 
-@dataclass(frozen=True, kw_only=True)
 class RolloutCollectionConfig(SharedRolloutCollectionConfig):
     """Perform a batch of rollout collection.
 
@@ -251,24 +206,33 @@ class RolloutCollectionConfig(SharedRolloutCollectionConfig):
         +output_jsonl_fpath=weather_rollouts.jsonl +limit=100 +num_repeats=4 +num_samples_in_parallel=10
     """
 
-    input_jsonl_fpath: str
-    agent_name: str | None = None
+    input_jsonl_fpath: Text
+    """The input rows (JSONL), each with responses_create_params."""
+    agent_name: Text | None = None
+    """The agent for rows without an agent_ref (default: each row's agent_ref)."""
+
+    @model_validator(mode="after")
+    def _inputs_not_overwritten(self) -> "RolloutCollectionConfig":
+        if self.materialized_jsonl_fpath == Path(self.input_jsonl_fpath):
+            raise ValueError("+materialized_jsonl_fpath must differ from +input_jsonl_fpath")
+        return self
 
 
-@dataclass(frozen=True, kw_only=True)
 class E2ERolloutCollectionConfig(SharedRolloutCollectionConfig):
     """Start every server in the configs, then collect rollouts over each agent's dataset of `split`."""
 
     split: Literal["train", "validation", "benchmark", "example"]
+    """Which datasets of each agent to run (its `datasets` entries of this type)."""
     reuse_existing_data_preparation: bool = False
-    log_dir: str | None = None
+    """Use the prepared inputs file of an earlier run instead of preparing it again."""
+    log_dir: Text | None = None
+    """Folder for the servers' logs (default ng_logs/<date-time>)."""
 
     @property
     def prepared_inputs_fpath(self) -> Path:
         return _sidecar(self.output_jsonl_fpath, f"_{self.split}_inputs.jsonl")
 
 
-@dataclass(frozen=True, kw_only=True)
 class RolloutAggregationConfig(_FromGlobal):
     """Aggregate metrics across rollout shards produced by ng_collect_rollouts (e.g. one per SLURM array task).
 
@@ -276,10 +240,14 @@ class RolloutAggregationConfig(_FromGlobal):
         +output_jsonl_fpath=results/rollouts.jsonl
     """
 
-    input_glob: str
-    output_jsonl_fpath: str
+    input_glob: Text
+    """Glob (or comma-separated globs) matching the rollout shards."""
+    output_jsonl_fpath: Text
+    """The merged rollouts file; the metrics go to <stem>_aggregate_metrics.json next to it."""
     merge_shards: bool = True
-    head_server_url: str = "http://127.0.0.1:11000"
+    """Also write the union of the shards to output_jsonl_fpath."""
+    head_server_url: Text = "http://127.0.0.1:11000"
+    """The head server of the running servers (default: from head_server.host/port)."""
 
     @property
     def aggregate_metrics_fpath(self) -> Path:

@@ -7,7 +7,6 @@ resumed run finds the same file (same fingerprint) again. Preparing applies each
 `_ng_num_repeats`, so the prepared file, and with it the run's fingerprint, changes whenever an entry does.
 """
 
-import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -127,7 +126,7 @@ def _copy_tagged(dataset: SplitDataset, out: BinaryIO) -> None:
 
 
 def collection_config(config: E2ERolloutCollectionConfig, inputs: Path, head_url: str) -> RolloutCollectionConfig:
-    shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(SharedRolloutCollectionConfig)}
+    shared = {name: getattr(config, name) for name in SharedRolloutCollectionConfig.model_fields}
     shared["head_server_url"] = head_url
     shared["prompt_config"] = None  # applied while preparing the inputs, per dataset
     return RolloutCollectionConfig(**shared, input_jsonl_fpath=str(inputs))

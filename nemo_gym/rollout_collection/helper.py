@@ -26,6 +26,8 @@ from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.stream import RolloutStream
 from nemo_gym.server.client import ServerClient, head_url_from_config
 
+_DEFAULTS = SharedRolloutCollectionConfig.model_fields
+
 # Files ng_collect_rollouts writes next to its output: never rollouts themselves.
 _SIDECAR_SUFFIXES = ("_failures.jsonl", "_materialized_inputs.jsonl", "_inputs.jsonl")
 
@@ -57,10 +59,10 @@ class RolloutCollectionHelper:
     """
 
     def __init__(self, head_server_config: Any = None, *,
-                 max_attempts: int = SharedRolloutCollectionConfig.max_attempts,
-                 rollout_timeout_s: float = SharedRolloutCollectionConfig.rollout_timeout_s,
-                 retry_backoff_s: float = SharedRolloutCollectionConfig.retry_backoff_s,
-                 num_samples_in_parallel: int = SharedRolloutCollectionConfig.num_samples_in_parallel) -> None:
+                 max_attempts: int = _DEFAULTS["max_attempts"].default,
+                 rollout_timeout_s: float = _DEFAULTS["rollout_timeout_s"].default,
+                 retry_backoff_s: float = _DEFAULTS["retry_backoff_s"].default,
+                 num_samples_in_parallel: int = _DEFAULTS["num_samples_in_parallel"].default) -> None:
         self.head_server_url = head_server_url(head_server_config)
         self.policy = RolloutPolicy(max_attempts, rollout_timeout_s, retry_backoff_s)
         self.num_samples_in_parallel = num_samples_in_parallel
@@ -83,8 +85,7 @@ class RolloutCollectionHelper:
     async def run_from_config(self, config: RolloutCollectionConfig,
                               progress_stream: TextIO = sys.stderr) -> CollectionSummary:
         """Exactly what ng_collect_rollouts runs (files, resume, failures, manifest, metrics); the head server is
-        the config's `head_server_url`."""
-        config.validate()  # from_global validates; a config built in code gets the same checks here
+        the config's `head_server_url`. A config built in code was checked when it was constructed."""
         return await collect_rollouts(config, progress_stream)
 
 

@@ -20,16 +20,16 @@ _RETRYABLE = ("connect", "timeout", "http_5xx")
 _BACKOFF_MAX_S = 60.0
 
 # The CLI's defaults, read from its config so the Python API cannot drift from them.
-_DEFAULTS = SharedRolloutCollectionConfig
+_DEFAULTS = SharedRolloutCollectionConfig.model_fields
 
 
 @dataclass(frozen=True)
 class RolloutPolicy:
     """How patiently one rollout is run: attempts within one call, the deadline of one attempt, backoff base."""
 
-    max_attempts: int = _DEFAULTS.max_attempts
-    rollout_timeout_s: float = _DEFAULTS.rollout_timeout_s
-    retry_backoff_s: float = _DEFAULTS.retry_backoff_s
+    max_attempts: int = _DEFAULTS["max_attempts"].default
+    rollout_timeout_s: float = _DEFAULTS["rollout_timeout_s"].default
+    retry_backoff_s: float = _DEFAULTS["retry_backoff_s"].default
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:

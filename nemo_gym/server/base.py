@@ -7,7 +7,7 @@ form `{"error": {"failure_class": ..., "message": ...}}`, so a caller several ho
 
 import logging
 from contextlib import asynccontextmanager
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, ClassVar, Literal
 
 import orjson
 import uvicorn
@@ -15,8 +15,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from pydantic import Field
 
-from nemo_gym.config.servers import ServerSpec
+from nemo_gym.config.servers import SERVER_KINDS, ServerSpec
+from nemo_gym.config.typed import Settings, Text, build
 from nemo_gym.http_client import HttpClient, RequestFailed
 from nemo_gym.server.client import ServerClient
 
@@ -66,13 +68,74 @@ def json_route(path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POS
     return Route(path, endpoint, methods=list(methods))
 
 
+class ServerRefSetting(Settings):
+    """A reference to another server instance of the config."""
+
+    type_label: ClassVar[str] = "a server reference {type, name}"
+    type: Literal[SERVER_KINDS]  # type: ignore[valid-type]
+    """The referenced server's kind."""
+    name: Text
+    """The referenced server's instance name."""
+
+
+class ResourcesServerRef(ServerRefSetting):
+    type_label: ClassVar[str] = "a reference {type: resources_servers, name: ...}"
+    type: Literal["resources_servers"]
+
+
+class ModelServerRef(ServerRefSetting):
+    type_label: ClassVar[str] = "a reference {type: responses_api_models, name: ...}"
+    type: Literal["responses_api_models"]
+
+
+class ServerSettings(Settings):
+    """Settings every server takes. A server's own are a subclass, its `Settings`, checked when the config loads.
+
+    Keys no implementation reads (NeMo Gym's `domain`, `description`, ...) are allowed, except one a typo away
+    from a setting, which is refused."""
+
+    host: Text = "127.0.0.1"
+    """Address to bind (loopback by default)."""
+    port: int | None = None
+    """Port to serve on (default: a free one)."""
+    entrypoint: Text | None = None
+    """The implementation: a module name or a .py file (default nemo_gym.<kind>.<implementation>.app)."""
+    log_level: Text = "INFO"
+    """Log level of this server's log."""
+    startup_timeout_s: float = Field(120.0, gt=0)
+    """Seconds ng_run waits for this server's /health (cover a model's cold start)."""
+    connect_timeout_s: float = Field(5.0, gt=0)
+    """Seconds to connect to another server."""
+    read_timeout_s: float = Field(600.0, gt=0)
+    """Seconds to wait for another server's answer (default for calls without their own timeout)."""
+
+
+def server_settings(cls: type["BaseServer"], spec: ServerSpec,
+                    source_of: Callable[[str], str] | None = None) -> ServerSettings:
+    """`spec`'s settings as `cls.Settings`, or a ConfigError naming each bad setting (and its file and line)."""
+    prefix = f"{spec.name}.{spec.kind}.{spec.implementation}"
+
+    def where(field: str) -> str | None:
+        found = source_of(f"{prefix}.{field}") if source_of else None
+        return None if found in (None, "no config file") else f"set in {found}"
+
+    return build(cls.Settings, spec.settings, name=lambda field: f"setting {prefix}.{field}", where=where,
+                 unknown="near_miss", label=f"server '{spec.name}': ")
+
+
 class BaseServer:
-    """Subclass and override `routes()`; `startup()`/`shutdown()` for resources; `ready()` for slow starts."""
+    """Subclass and override `routes()`; `startup()`/`shutdown()` for resources; `ready()` for slow starts.
+
+    A subclass with settings of its own declares them as `class Settings(<parent>.Settings)` and reads them from
+    `self.settings`; `self.config` is the raw mapping, with the keys no implementation declares."""
+
+    Settings: ClassVar[type[ServerSettings]] = ServerSettings
 
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.config = spec.settings
+        self.settings = server_settings(type(self), spec)
         self.head_url = head_url
         self.http: HttpClient | None = None
         self.servers: ServerClient | None = None
@@ -98,8 +161,8 @@ class BaseServer:
     @asynccontextmanager
     async def _lifespan(self, app: Starlette):
         self.http = HttpClient(
-            connect_timeout_s=float(self.config.get("connect_timeout_s", 5.0)),
-            read_timeout_s=float(self.config.get("read_timeout_s", 600.0)),
+            connect_timeout_s=self.settings.connect_timeout_s,
+            read_timeout_s=self.settings.read_timeout_s,
         )
         if self.head_url:
             self.servers = ServerClient(self.head_url, self.http)

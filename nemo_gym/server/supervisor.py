@@ -26,6 +26,7 @@ from nemo_gym.errors import ConfigError, NemoGymError
 from nemo_gym.server.client import DEFAULT_HEAD_HOST, DEFAULT_HEAD_PORT
 from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
 from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
+from nemo_gym.server.settings_check import check_server_settings
 
 DEFAULT_STARTUP_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
@@ -83,6 +84,7 @@ class Supervisor:
         self.head_host = str(head.get("host", DEFAULT_HEAD_HOST))
         self.head_port = int(head.get("port", DEFAULT_HEAD_PORT))
         self.head_url = f"http://{self.head_host}:{self.head_port}"
+        check_server_settings(config)  # a bad setting fails here, before any server starts
         self.processes = self._plan(config.servers())
         self._head: uvicorn.Server | None = None
         self._head_thread: threading.Thread | None = None

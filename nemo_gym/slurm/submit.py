@@ -10,26 +10,26 @@ Own keys: `run_dir`, `num_shards`, `resume`, and `slurm.*` (see SlurmSettings). 
 submission record and the shard completion markers are kept under `<run_dir>/slurm/`.
 """
 
-import dataclasses
-import difflib
 import re
 import shlex
 import subprocess
 import sys
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from omegaconf import OmegaConf
+from pydantic import Field
 
-from nemo_gym.cli.common import run_cli
+from nemo_gym.cli.common import CommandHelp, run_cli
+from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.config import load_global_config
 from nemo_gym.config.loader import parse_overrides
 from nemo_gym.config.redact import is_secret_key
 from nemo_gym.config.servers import ServerSpec
+from nemo_gym.config.typed import Settings, Text, build
 from nemo_gym.errors import ConfigError, NemoGymError
 from nemo_gym.slurm.layout import RunLayout, submission_path
 from nemo_gym.slurm.templates import (
@@ -56,68 +56,50 @@ class SubmitError(NemoGymError):
     """sbatch/squeue failed, or the run directory is in a state that cannot be submitted."""
 
 
-@dataclass(frozen=True)
-class SlurmSettings:
+class SlurmSettings(Settings):
     """`+slurm.<name>=...`: resources and behaviour of the two jobs."""
 
-    job_name: str | None = None  # default: the run directory's name
-    partition: str | None = None
-    account: str | None = None
-    time: str | None = None  # per task, e.g. 04:00:00
-    mem: str | None = None  # per task, e.g. 32G
-    cpus_per_task: int = 1
-    aggregate_cpus_per_task: int = 1
-    max_parallel: int | None = None  # at most this many array tasks at once (`--array=...%N`)
-    sbatch_args: list[str] = field(default_factory=list)  # more options for both jobs, e.g. [--qos=high]
-    signal_lead_s: int = 60  # SIGTERM this long before the time limit, so the task stops cleanly
-    startup_timeout_s: int = 1800  # ng_run start-up, vLLM cold start included
-    dependency: str = "afterok"  # or afterany: the aggregate job then runs anyway and checks the shards itself
-    aggregate_config_paths: list[str] | None = None  # servers for the aggregate job (default: config_paths)
-    templates_dir: str | None = None
-    dry_run: bool = False  # render the scripts and print the sbatch commands; submit nothing
-
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> "SlurmSettings":
-        names = [f.name for f in dataclasses.fields(cls)]
-        hints = typing.get_type_hints(cls)
-        kwargs = {}
-        for key, value in values.items():
-            if key not in names:
-                close = difflib.get_close_matches(key, names, n=1)
-                hint = f"; did you mean +slurm.{close[0]}?" if close else f" (known: {', '.join(names)})"
-                raise ConfigError(f"unknown option +slurm.{key}{hint}")
-            kwargs[key] = _check_type(key, value, hints[key])
-        settings = cls(**kwargs)
-        if settings.dependency not in ("afterok", "afterany"):
-            raise ConfigError(f"+slurm.dependency must be afterok or afterany, got {settings.dependency!r}")
-        for name in ("cpus_per_task", "aggregate_cpus_per_task", "signal_lead_s", "startup_timeout_s"):
-            if getattr(settings, name) < 1:
-                raise ConfigError(f"+slurm.{name} must be at least 1, got {getattr(settings, name)}")
-        if settings.max_parallel is not None and settings.max_parallel < 1:
-            raise ConfigError(f"+slurm.max_parallel must be at least 1, got {settings.max_parallel}")
-        return settings
+    job_name: Text | None = None
+    """Job name (default: the run directory's name)."""
+    partition: Text | None = None
+    """Slurm partition."""
+    account: Text | None = None
+    """Slurm account."""
+    time: Text | None = None
+    """Time limit per task, e.g. 04:00:00."""
+    mem: Text | None = None
+    """Memory per task, e.g. 32G."""
+    cpus_per_task: int = Field(1, ge=1)
+    """CPUs per collect task."""
+    aggregate_cpus_per_task: int = Field(1, ge=1)
+    """CPUs of the aggregate job."""
+    max_parallel: int | None = Field(None, ge=1)
+    """At most this many array tasks at once (--array=...%N)."""
+    sbatch_args: list[Text] = Field(default_factory=list)
+    """More options for both jobs, e.g. [--qos=high]."""
+    signal_lead_s: int = Field(60, ge=1)
+    """SIGTERM this long before the time limit, so the task stops cleanly."""
+    startup_timeout_s: int = Field(1800, ge=1)
+    """Seconds for ng_run's start-up on each task, vLLM cold start included."""
+    dependency: Literal["afterok", "afterany"] = "afterok"
+    """afterany runs the aggregate job even when a task failed (it checks the shards itself)."""
+    aggregate_config_paths: list[Text] | None = None
+    """Servers for the aggregate job (default: config_paths)."""
+    templates_dir: Text | None = None
+    """Folder with your own job script templates."""
+    dry_run: bool = False
+    """Render the scripts and print the sbatch commands; submit nothing."""
 
 
-def _check_type(key: str, value: Any, hint: Any) -> Any:
-    args = typing.get_args(hint)
-    if type(None) in args:
-        if value is None:
-            return None
-        hint = next(a for a in args if a is not type(None))
-    kind = typing.get_origin(hint) or hint
-    if kind is list:
-        if isinstance(value, list):
-            return [str(v) for v in value]
-        raise ConfigError(f"+slurm.{key} must be a list, e.g. +slurm.{key}=[a,b]")
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-    elif kind is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        return str(value)  # Hydra reads +slurm.time=60 as a number; it is still a Slurm time
-    raise ConfigError(f"+slurm.{key} has the wrong type: {value!r}")
+class SubmitSettings(Settings):
+    """This command's own keys; every other override goes to ng_run and ng_collect_rollouts on each task."""
+
+    run_dir: Text
+    """Directory for this run's shards, logs, job scripts and submission record."""
+    num_shards: int | None = Field(None, ge=1)
+    """Number of array tasks (shards); required unless resuming."""
+    resume: bool = False
+    """Resubmit the shards of run_dir that did not complete, then aggregate."""
 
 
 @dataclass(frozen=True)
@@ -145,19 +127,15 @@ def parse_request(argv: list[str]) -> SubmitRequest:
                       f"put secrets in env.yaml in the working directory instead", file=sys.stderr)
             forwarded.append(token)
     values = OmegaConf.to_container(own)
-    if not values.get("run_dir"):
-        raise ConfigError("missing required option +run_dir=<directory for this run's shards, logs and scripts>")
-    num_shards = values.get("num_shards")
-    if num_shards is not None and (not isinstance(num_shards, int) or isinstance(num_shards, bool) or num_shards < 1):
-        raise ConfigError(f"+num_shards must be a positive integer, got {num_shards!r}")
-    resume = values.get("resume", False)
-    if not isinstance(resume, bool):
-        raise ConfigError(f"+resume must be true or false, got {resume!r}")
+    own_settings = build(SubmitSettings, values)
+    slurm = values.get("slurm") or {}
+    if not isinstance(slurm, dict):
+        raise ConfigError(f"+slurm must be a mapping of +slurm.<name>=... options, got {slurm!r}")
     return SubmitRequest(
-        run_dir=Path(str(values["run_dir"])).resolve(),
-        num_shards=num_shards,
-        resume=resume,
-        slurm=SlurmSettings.from_mapping(values.get("slurm") or {}),
+        run_dir=Path(own_settings.run_dir).resolve(),
+        num_shards=own_settings.num_shards,
+        resume=own_settings.resume,
+        slurm=build(SlurmSettings, slurm, name=lambda key: f"+slurm.{key}", unknown="error"),
         forwarded=forwarded,
     )
 
@@ -375,8 +353,13 @@ def main_args(argv: list[str]) -> int:
     return 0
 
 
+HELP = CommandHelp("ng_slurm_submit", __doc__, [
+    ("Own options", SubmitSettings, ""), ("Slurm options", SlurmSettings, "slurm."),
+    ("Forwarded to ng_run and ng_collect_rollouts on each task (with all of their options)", LoaderSettings, "")])
+
+
 def main() -> None:
-    run_cli(main_args)
+    run_cli(main_args, HELP)
 
 
 if __name__ == "__main__":

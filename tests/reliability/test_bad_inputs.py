@@ -70,7 +70,7 @@ CASES = [
     Case("num_repeats_negative", _row(), ["+num_repeats must be a positive integer, got -2"], ["+num_repeats=-2"]),
     Case("num_repeats_zero", _row(), ["+num_repeats must be a positive integer, got 0"], ["+num_repeats=0"]),
     Case("num_repeats_string", _row(), ["+num_repeats must be", "got 'many'"], ["+num_repeats=many"]),
-    Case("limit_negative", _row(), ["+limit must be at least 1", "got -5"], ["+limit=-5"]),
+    Case("limit_negative", _row(), ["+limit must be at least 0", "got -5"], ["+limit=-5"]),
     Case("prompt_config_missing_file", _row(), ["+prompt_config: file not found"],
          ["+prompt_config={tmp}/no_such_prompt.yaml"]),
     Case("prompt_config_bad_yaml", b'{"city": "Paris"}\n', ["+prompt_config", "invalid YAML"],

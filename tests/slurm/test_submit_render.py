@@ -33,7 +33,9 @@ def test_dry_run_renders_valid_requeue_safe_scripts(tmp_path: Path, monkeypatch:
     [
         ("+output_jsonl_fpath=x.jsonl", "set by the job script"),
         ("+slurm.cpus_per_tsk=2", r"did you mean \+slurm.cpus_per_task"),
-        ("+slurm.dependency=after", "afterok or afterany"),
+        ("+slurm.dependency=after", "'afterok' or 'afterany', got 'after'"),
+        ("+slurm.cpus_per_task=many", r"\+slurm.cpus_per_task must be an integer, got 'many'"),
+        ("+num_shards=0", r"\+num_shards must be at least 1, got 0"),
     ],
 )
 def test_refuses_bad_options(extra: str, message: str) -> None:

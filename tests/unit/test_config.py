@@ -36,9 +36,10 @@ def test_merge_order_files_then_env_then_command_line(tmp_path: Path) -> None:
 
 
 def test_nested_merge_keeps_sibling_keys(tmp_path: Path) -> None:
-    a = write(tmp_path / "a.yaml", "srv:\n  p: 1\n  q: 2\n")
-    cfg = load_global_config([f"+config_paths=[{a}]", "srv.q=3", "++srv.r=4"], cwd=tmp_path)
-    assert cfg.get("srv") == {"p": 1, "q": 3, "r": 4}
+    a = write(tmp_path / "a.yaml", "responses_create_params:\n  p: 1\n  q: 2\n")
+    cfg = load_global_config([f"+config_paths=[{a}]", "responses_create_params.q=3", "++responses_create_params.r=4"],
+                             cwd=tmp_path)
+    assert cfg.get("responses_create_params") == {"p": 1, "q": 3, "r": 4}
 
 
 def test_interpolation_from_env_yaml(tmp_path: Path) -> None:
@@ -66,11 +67,11 @@ def test_missing_interpolated_value_names_key_and_file(tmp_path: Path) -> None:
 
 
 def test_mandatory_question_marks_fail_naming_key_and_file(tmp_path: Path) -> None:
-    a = write(tmp_path / "a.yaml", "outer:\n  inner: ???\n")
-    with pytest.raises(ConfigError, match=r"missing mandatory value 'outer.inner' \(a.yaml:2"):
+    a = write(tmp_path / "a.yaml", "head_server:\n  port: ???\n")
+    with pytest.raises(ConfigError, match=r"missing mandatory value 'head_server.port' \(a.yaml:2"):
         load_global_config([f"+config_paths=[{a}]"], cwd=tmp_path)
     # Supplying it on the command line fixes it.
-    assert load_global_config([f"+config_paths=[{a}]", "+outer.inner=5"], cwd=tmp_path).get("outer.inner") == 5
+    assert load_global_config([f"+config_paths=[{a}]", "+head_server.port=5"], cwd=tmp_path).get("head_server.port") == 5
 
 
 def test_missing_config_file_and_bad_yaml(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from nemo_gym.resources_servers.code_exec.bwrap import default_bwrap_path
 from nemo_gym.resources_servers.code_exec.completion import assemble_program, extract_code, final_message_text
 from nemo_gym.resources_servers.code_exec.executor import Executor
 from nemo_gym.resources_servers.code_exec.outcomes import PASSED
-from nemo_gym.resources_servers.code_exec.settings import CodeExecSettings, read_settings
+from nemo_gym.resources_servers.code_exec.settings import CodeExecSettings
 from nemo_gym.server.base import HandlerError
 
 logger = logging.getLogger("nemo_gym.code_exec")
@@ -68,9 +68,10 @@ def _row_field(row: dict[str, Any], field: str) -> str:
 
 
 class CodeExecResourcesServer(ResourcesServer):
+    Settings = CodeExecSettings
+
     async def startup(self) -> None:
-        settings = read_settings(self.name, self.config)
-        self._executor = await self._sandboxed_executor(settings)
+        self._executor = await self._sandboxed_executor(self.settings)
 
     async def _sandboxed_executor(self, settings: CodeExecSettings) -> Executor:
         def executor(bwrap: Path | None) -> Executor:

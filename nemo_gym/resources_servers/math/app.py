@@ -11,8 +11,10 @@ compact row sent to this server, which a plain math run need not pay for.
 
 from typing import Any
 
+from pydantic import Field
+
 from nemo_gym.protocol import output_text
-from nemo_gym.resources_servers.base import ResourcesServer
+from nemo_gym.resources_servers.base import ResourcesServer, ResourcesSettings
 from nemo_gym.resources_servers.math.verifier import extract_answer
 from nemo_gym.resources_servers.metrics import mean_reward_by
 from nemo_gym.resources_servers.math.verify_pool import VerifyPool, VerifyTimeoutError
@@ -27,10 +29,20 @@ def final_message_text(response: dict[str, Any]) -> str:
     return output_text({"output": messages[-1:]})
 
 
+class MathSettings(ResourcesSettings):
+    verify_workers: int = Field(2, ge=1)
+    """Processes running math_verify off the event loop."""
+    verify_timeout_s: float = Field(30.0, gt=0)
+    """Backstop (seconds) over math_verify's own timeouts."""
+    per_level_metrics: bool = False
+    """Mean reward per row `level` in the aggregate metrics (needs every row sent to this server)."""
+
+
 class MathResourcesServer(ResourcesServer):
+    Settings = MathSettings
+
     async def startup(self) -> None:
-        self._pool = VerifyPool(int(self.config.get("verify_workers", 2)),
-                                float(self.config.get("verify_timeout_s", 30.0)))
+        self._pool = VerifyPool(self.settings.verify_workers, self.settings.verify_timeout_s)
         # Start and warm every worker before the server takes requests.
         await self._pool.warm()
 
@@ -50,7 +62,7 @@ class MathResourcesServer(ResourcesServer):
         return {"extracted_answer": extracted, "reward": 1.0 if correct else 0.0}
 
     def needs_rows(self) -> bool:
-        return bool(self.config.get("per_level_metrics", False))
+        return self.settings.per_level_metrics
 
     def compute_metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """Mean reward and rollout count per `level`, over the rows that carry one (the library has the rest)."""

@@ -17,10 +17,11 @@ Settings (besides those of every agent, see `nemo_gym.responses_api_agents.base`
 
 from typing import Any
 
-from nemo_gym.errors import ConfigError
+from pydantic import Field
+
 from nemo_gym.http_client import NO_RETRY
 from nemo_gym.protocol import output_text
-from nemo_gym.responses_api_agents.base import AgentServer, input_items
+from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items
 from nemo_gym.server.base import HandlerError
 
 DEFAULT_MAX_TURNS = 10
@@ -35,14 +36,19 @@ def _context_full(response: dict[str, Any]) -> bool:
     return response.get("status") == "incomplete" and not response["output"]
 
 
+class MultiTurnAgentSettings(AgentSettings):
+    max_turns: int = Field(DEFAULT_MAX_TURNS, ge=1)
+    """Model turns per rollout."""
+
+
 class MultiTurnAgent(AgentServer):
     """Model turn -> `/step` -> observation, until terminated, a full context or `max_turns`."""
 
+    Settings = MultiTurnAgentSettings
+
     async def startup(self) -> None:
         await super().startup()
-        self.max_turns = int(self.config.get("max_turns", DEFAULT_MAX_TURNS))
-        if self.max_turns < 1:
-            raise ConfigError(f"server '{self.name}': max_turns must be at least 1, got {self.max_turns}")
+        self.max_turns = self.settings.max_turns
 
     async def _step(self, text: str, session_id: str) -> dict[str, Any]:
         # No retry: a move changes the game, and a second attempt could play it twice.

@@ -7,11 +7,11 @@ Settings (besides those of every agent, see `nemo_gym.responses_api_agents.base`
 from typing import Any
 
 import orjson
+from pydantic import Field
 
-from nemo_gym.errors import ConfigError
 from nemo_gym.http_client import NO_RETRY, RequestFailed
 from nemo_gym.protocol import function_call_output, function_calls
-from nemo_gym.responses_api_agents.base import AgentServer, input_items
+from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items
 
 DEFAULT_MAX_STEPS = 10
 
@@ -20,14 +20,19 @@ def _declared_tools(params: dict[str, Any]) -> set[str]:
     return {tool["name"] for tool in params.get("tools") or [] if tool.get("type") == "function" and "name" in tool}
 
 
+class SimpleAgentSettings(AgentSettings):
+    max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
+    """Model calls per rollout."""
+
+
 class SimpleAgent(AgentServer):
     """The model/tool loop between seed_session and verify."""
 
+    Settings = SimpleAgentSettings
+
     async def startup(self) -> None:
         await super().startup()
-        self.max_steps = int(self.config.get("max_steps", DEFAULT_MAX_STEPS))
-        if self.max_steps < 1:
-            raise ConfigError(f"server '{self.name}': max_steps must be at least 1, got {self.max_steps}")
+        self.max_steps = self.settings.max_steps
 
     async def _call_tool(self, call: dict[str, Any], allowed: set[str], session_id: str) -> dict[str, Any]:
         """The function_call_output item answering `call`; mistakes of the model are told to the model."""

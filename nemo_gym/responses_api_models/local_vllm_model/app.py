@@ -16,10 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pydantic import Field
+
 from nemo_gym.config.servers import ServerSpec
+from nemo_gym.config.typed import Text
 from nemo_gym.http_client import NO_RETRY, RequestFailed
 from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
-from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
+from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer, VLLMModelSettings
 from nemo_gym.server.supervisor import free_port
 
 logger = logging.getLogger(__name__)
@@ -34,13 +37,30 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+class LocalVLLMModelSettings(VLLMModelSettings):
+    model_path: Text
+    """The model folder (or Hugging Face id) vLLM loads."""
+    served_model_name: Text | None = None
+    """The name vLLM serves it as (default: the folder's name)."""
+    max_model_len: int = Field(2048, ge=1)
+    """vLLM's --max-model-len."""
+    dtype: Text | None = None
+    """vLLM's --dtype (default: bfloat16 with native bf16 or a GPU, else float32)."""
+    vllm_args: list[Text] = Field(default_factory=list)
+    """More vLLM command-line arguments, e.g. [--enable-auto-tool-choice, --tool-call-parser, pythonic]."""
+    cpu_kvcache_space_gib: float | None = Field(None, gt=0)
+    """VLLM_CPU_KVCACHE_SPACE for the CPU build (default 2 unless the environment sets it)."""
+
+
 class LocalVLLMModelServer(VLLMModelServer):
     """Owns one vLLM subprocess on a free loopback port and serves through it."""
 
+    Settings = LocalVLLMModelSettings
+
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         super().__init__(spec, head_url)
-        self.model_path = str(self.config["model_path"])
-        self.model = str(self.config.get("served_model_name") or Path(self.model_path).name)
+        self.model_path = self.settings.model_path
+        self.model = self.settings.served_model_name or Path(self.model_path).name
         self._vllm: subprocess.Popen | None = None
         self._watch: asyncio.Task | None = None
         self._ready = False
@@ -50,17 +70,17 @@ class LocalVLLMModelServer(VLLMModelServer):
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--model", self.model_path, "--served-model-name", self.model,
             "--host", "127.0.0.1", "--port", str(port),
-            "--dtype", str(self.config.get("dtype") or default_vllm_dtype()),
-            "--max-model-len", str(self.config.get("max_model_len", 2048)),
-            *[str(arg) for arg in self.config.get("vllm_args") or []],
+            "--dtype", self.settings.dtype or default_vllm_dtype(),
+            "--max-model-len", str(self.settings.max_model_len),
+            *self.settings.vllm_args,
         ]
 
     async def startup(self) -> None:
         port = free_port()
         self.base_urls = [f"http://127.0.0.1:{port}/v1"]
         env = dict(os.environ)
-        if self.config.get("cpu_kvcache_space_gib") is not None:
-            env["VLLM_CPU_KVCACHE_SPACE"] = str(self.config["cpu_kvcache_space_gib"])
+        if self.settings.cpu_kvcache_space_gib is not None:
+            env["VLLM_CPU_KVCACHE_SPACE"] = f"{self.settings.cpu_kvcache_space_gib:g}"
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
         command = self.vllm_command(port)
         logger.info("starting vLLM: %s", " ".join(command))

@@ -6,15 +6,30 @@ Settings: `base_url` (ending in /v1), `api_key` (sent as a bearer token; launch 
 
 from typing import Any
 
+from pydantic import Field
 from starlette.requests import Request
 from starlette.routing import Route
 
 from nemo_gym import protocol
-from nemo_gym.server.base import BaseServer, json_route
+from nemo_gym.config.typed import Text
+from nemo_gym.server.base import BaseServer, ServerSettings, json_route
+
+
+class OpenAIModelSettings(ServerSettings):
+    base_url: Text
+    """The endpoint (ending in /v1)."""
+    api_key: Text | None = None
+    """Sent as a bearer token (scrubbed from every log line)."""
+    model: Text
+    """The model to request."""
+    request_timeout_s: float = Field(600.0, gt=0)
+    """Seconds per request."""
 
 
 class OpenAIModelServer(BaseServer):
     """Forwards requests as they are, with the configured model; no conversion is needed."""
+
+    Settings = OpenAIModelSettings
 
     def routes(self) -> list[Route]:
         return [
@@ -23,12 +38,13 @@ class OpenAIModelServer(BaseServer):
         ]
 
     async def _forward(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        headers = {"authorization": f"Bearer {self.config['api_key']}"} if self.config.get("api_key") else {}
+        settings = self.settings
+        headers = {"authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
         return await self.http.post_json(
-            f"{str(self.config['base_url']).rstrip('/')}{path}",
-            {**body, "model": self.config["model"]},
+            f"{settings.base_url.rstrip('/')}{path}",
+            {**body, "model": settings.model},
             headers=headers,
-            timeout_s=float(self.config.get("request_timeout_s", 600)),
+            timeout_s=settings.request_timeout_s,
         )
 
     async def responses(self, body: dict[str, Any], request: Request) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import re
 import zlib
 from typing import Any
 
+from pydantic import Field
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -23,7 +24,8 @@ from nemo_gym import protocol
 from nemo_gym.chat_tokens import TemplateSpliceError, closing_from_probes, continuation_tokens, probe_conversations
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.http_client import RequestFailed
-from nemo_gym.server.base import BaseServer, HandlerError, json_route
+from nemo_gym.config.typed import Text
+from nemo_gym.server.base import BaseServer, HandlerError, ServerSettings, json_route
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +46,29 @@ def _as_list(base_url: str | list[str]) -> list[str]:
     return [u.rstrip("/") for u in urls]
 
 
+class VLLMModelSettings(ServerSettings):
+    base_url: Text | list[Text] | None = None
+    """vLLM's OpenAI API (ending in /v1), or a list of replicas."""
+    api_key: Text | None = None
+    """Sent to vLLM as a bearer token (scrubbed from every log line)."""
+    model: Text | None = None
+    """The served model name to request."""
+    return_token_id_information: bool = False
+    """Return prompt and generation token ids (and logprobs) by default, for training."""
+    request_timeout_s: float = Field(600.0, gt=0)
+    """Seconds per vLLM request."""
+
+
 class VLLMModelServer(BaseServer):
     """Converts Responses requests to Chat Completions and back; a rollout's calls stick to one replica."""
 
+    Settings = VLLMModelSettings
+
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         super().__init__(spec, head_url)
-        self.model: str = str(self.config.get("model") or "")
-        self.base_urls: list[str] = _as_list(self.config["base_url"]) if self.config.get("base_url") else []
-        self.timeout_s = float(self.config.get("request_timeout_s", 600))
+        self.model: str = self.settings.model or ""
+        self.base_urls: list[str] = _as_list(self.settings.base_url) if self.settings.base_url else []
+        self.timeout_s = self.settings.request_timeout_s
         self._round_robin = itertools.count()
         self._closing: dict[str, list[int]] = {}  # per vLLM base URL: how its chat template closes assistant turns
 
@@ -75,7 +92,7 @@ class VLLMModelServer(BaseServer):
         return self.base_urls[index % len(self.base_urls)]
 
     def _headers(self) -> dict[str, str]:
-        api_key = self.config.get("api_key")
+        api_key = self.settings.api_key
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def _chat(self, base_url: str, chat_request: dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +102,7 @@ class VLLMModelServer(BaseServer):
 
     async def responses(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
         params = dict(body)
-        default = self.config.get(protocol.RETURN_TOKENS_PARAM, False)
+        default = self.settings.return_token_id_information
         with_tokens = bool(params.pop(protocol.RETURN_TOKENS_PARAM, default))
         try:
             chat_request = protocol.to_chat_request(params, self.model)

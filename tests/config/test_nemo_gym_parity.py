@@ -1,0 +1,95 @@
+"""NeMo Gym configs load here exactly as NeMo Gym 0.4.0 loads them: its own parser is the oracle.
+
+Every benchmark config shipped in NeMo Gym's installed package (nested `config_paths`, `_inherit_from`, `_copy`,
+`_delete_key`) and our fixture chain are parsed by NeMo Gym (in .venv-nemo-gym) and by our loader; the servers and
+their settings must be identical, and a config NeMo Gym refuses must be refused here too.
+"""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nemo_gym.config import load_global_config
+from nemo_gym.errors import ConfigError
+from tests.helpers.stack import REPO_ROOT
+
+NEMO_GYM_PYTHON = REPO_ROOT / ".venv-nemo-gym" / "bin" / "python"
+ORACLE = Path(__file__).with_name("nemo_gym_oracle.py")
+FIXTURES = Path(__file__).with_name("fixtures")
+MODEL = "responses_api_models/openai_model/configs/openai_model.yaml"
+POLICY = {"policy_base_url": "http://127.0.0.1:9/v1", "policy_api_key": "k", "policy_model_name": "m"}
+
+
+def _nemo_gym_root() -> Path:
+    found = sorted((REPO_ROOT / ".venv-nemo-gym" / "lib").glob("python*/site-packages/nemo_gym/global_config.py"))
+    if not NEMO_GYM_PYTHON.is_file() or not found:
+        pytest.fail("NeMo Gym 0.4.0 is not installed in .venv-nemo-gym: run `bash scripts/setup.sh`")
+    return found[0].parents[1]
+
+
+def _oracle(cases: dict[str, list[str]], workdir: Path) -> dict:
+    done = subprocess.run([str(NEMO_GYM_PYTHON), "-I", str(ORACLE), json.dumps(cases), str(workdir),
+                           json.dumps(POLICY)], capture_output=True, text=True, timeout=600, cwd=workdir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _without_ports(servers: dict) -> dict:
+    """NeMo Gym fills in host and port while parsing; ng_run does it when it starts the servers."""
+    for section in servers.values():
+        for implementations in section.values():
+            for settings in implementations.values():
+                settings.pop("host", None)
+                settings.pop("port", None)
+    return servers
+
+
+def _ours(paths: list[str], workdir: Path) -> dict:
+    config = load_global_config([f"+config_paths=[{','.join(paths)}]", *(f"+{k}={v}" for k, v in POLICY.items())],
+                                cwd=workdir)
+    return {name: {s.kind: {s.implementation: s.settings}} for name, s in config.servers().items()}
+
+
+@pytest.fixture(scope="module")
+def shipped() -> tuple[Path, dict[str, list[str]], dict]:
+    root = _nemo_gym_root()
+    cases = {str(p.relative_to(root)): [str(p.relative_to(root)), MODEL]
+             for p in sorted((root / "benchmarks").rglob("*.yaml"))}
+    return root, cases, _oracle(cases, root)
+
+
+def test_every_shipped_benchmark_config_loads_as_in_nemo_gym(shipped: tuple[Path, dict, dict]) -> None:
+    root, cases, expected = shipped
+    accepted = {name: servers for name, servers in expected.items() if isinstance(servers, dict)}
+    # The comparison must cover the features: nested chains and inheritance, not just flat files.
+    texts = {name: (root / name).read_text() for name in accepted}
+    assert len(accepted) >= 100
+    assert sum("_inherit_from" in t for t in texts.values()) >= 50
+    assert sum("config_paths" in t for t in texts.values()) >= 50
+    mismatched = [name for name, servers in accepted.items() if _ours(cases[name], root) != _without_ports(servers)]
+    assert mismatched == []
+
+
+def test_configs_nemo_gym_refuses_are_refused(shipped: tuple[Path, dict, dict]) -> None:
+    root, cases, expected = shipped
+    refused = [name for name, servers in expected.items() if isinstance(servers, str)]
+    assert refused, "expected NeMo Gym to refuse some shipped configs (missing values, bad references)"
+    for name in refused:
+        with pytest.raises(ConfigError):
+            _ours(cases[name], root)
+
+
+def test_fixture_chain_loads_as_in_nemo_gym() -> None:
+    """Our own three-level chain: nested config_paths (one listed twice), _inherit_from, ${copy:}, _copy with
+    _delete_key."""
+    expected = _oracle({"bench": ["bench/config.yaml"]}, FIXTURES)["bench"]
+    assert isinstance(expected, dict), expected
+    ours = _ours(["bench/config.yaml"], FIXTURES)
+    assert ours == _without_ports(expected)
+    assert set(ours) == {"bench_math_server", "bench_agent", "policy_model", "judge_model"}
+    agent = ours["bench_agent"]["responses_api_agents"]["simple_agent"]
+    assert agent["max_steps"] == 4 and agent["resources_server"]["name"] == "bench_math_server"
+    assert ours["judge_model"] == {"responses_api_models": {"openai_model": {"base_url": "http://127.0.0.1:9/v1",
+                                                                             "model": "judge"}}}
