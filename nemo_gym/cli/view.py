@@ -9,13 +9,14 @@ the same, unchanged files reuse it. The server binds 127.0.0.1 unless +host says
 """
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from nemo_gym.cli.common import run_cli
+from pydantic import Field
+
+from nemo_gym.cli.common import CommandHelp, run_cli
 from nemo_gym.config import load_global_config
+from nemo_gym.config.typed import Text
 from nemo_gym.rollout_collection.config import _FromGlobal
-from nemo_gym.errors import ConfigError
 from nemo_gym.server.supervisor import free_port
 from nemo_gym.viewer.export import DEFAULT_SAMPLE, export_report
 from nemo_gym.viewer.index import default_cache_root, open_run
@@ -24,21 +25,21 @@ from nemo_gym.viewer.views import Viewer
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-@dataclass(frozen=True, kw_only=True)
 class ViewConfig(_FromGlobal):
-    input_glob: str
-    compare_glob: str | None = None
-    host: str = "127.0.0.1"
-    port: int = 0  # 0: a free port, printed at start
-    export: str | None = None
-    export_sample: int = DEFAULT_SAMPLE
-    index_dir: str | None = None
-
-    def validate(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"+port must be within 0..65535, got {self.port}")
-        if self.export_sample < 1:
-            raise ConfigError(f"+export_sample must be at least 1, got {self.export_sample}")
+    input_glob: Text
+    """Glob (or comma-separated globs) of the rollout files to show; their sidecars are found next to them."""
+    compare_glob: Text | None = None
+    """A second run to compare with, task by task."""
+    host: Text = "127.0.0.1"
+    """Address to bind; anything but loopback lets others on the network read the rollouts."""
+    port: int = Field(0, ge=0, le=65535)
+    """Port to serve on; 0 picks a free one and prints it."""
+    export: Text | None = None
+    """Write one self-contained HTML report to this path instead of serving."""
+    export_sample: int = Field(DEFAULT_SAMPLE, ge=1)
+    """Transcripts included in an exported report."""
+    index_dir: Text | None = None
+    """Where the row indexes are kept (default ~/.cache/nemo_gym/viewer)."""
 
 
 def _say(message: str) -> None:
@@ -66,8 +67,11 @@ def main_args(argv: list[str]) -> int:
     return 0
 
 
+HELP = CommandHelp("ng_view", __doc__, [("Options", ViewConfig, "")])
+
+
 def main() -> None:
-    run_cli(main_args)
+    run_cli(main_args, HELP)
 
 
 if __name__ == "__main__":
