@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from nemo_gym import protocol
 from nemo_gym.chat_tokens import TemplateSpliceError, closing_from_probes, continuation_tokens, probe_conversations
+from nemo_gym.compat.extra_body import extra_body
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
@@ -89,6 +90,7 @@ class VLLMModelServer(BaseServer):
         with_tokens = bool(params.pop(protocol.RETURN_TOKENS_PARAM, default))
         try:
             chat_request = protocol.to_chat_request(params, self.model)
+            chat_request.update(extra_body(params))  # NeMo Gym's per-request vLLM extras (its seed)
         except (KeyError, TypeError, ValueError) as exc:
             raise HandlerError(400, f"invalid Responses request: {type(exc).__name__}: {exc}") from None
         base_url = self.replica(request)
