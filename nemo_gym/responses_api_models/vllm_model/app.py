@@ -90,7 +90,8 @@ class VLLMModelServer(BaseServer):
         with_tokens = bool(params.pop(protocol.RETURN_TOKENS_PARAM, default))
         try:
             chat_request = protocol.to_chat_request(params, self.model)
-            chat_request.update(extra_body(params))  # NeMo Gym's per-request vLLM extras (its seed)
+            # NeMo Gym's per-request vLLM extras (its seed); as there, the request's own fields win.
+            chat_request = {**extra_body(params), **chat_request}
         except (KeyError, TypeError, ValueError) as exc:
             raise HandlerError(400, f"invalid Responses request: {type(exc).__name__}: {exc}") from None
         base_url = self.replica(request)
