@@ -55,7 +55,8 @@ def reference_env(tag: str | None = None) -> dict[str, str]:
     return env
 
 
-def _tagged_pids(tag: str) -> list[int]:
+def tagged_pids(tag: str) -> list[int]:
+    """Live processes whose environment carries `tag`."""
     needle = f"{TAG_ENV}={tag}".encode()
     pids = []
     for entry in Path("/proc").iterdir():
@@ -71,7 +72,7 @@ def _tagged_pids(tag: str) -> list[int]:
 
 def kill_tagged(tag: str) -> list[int]:
     """SIGKILL every process whose environment carries `tag`; the pids it found."""
-    pids = _tagged_pids(tag)
+    pids = tagged_pids(tag)
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
