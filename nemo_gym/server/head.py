@@ -17,8 +17,8 @@ class HeadServer(BaseServer):
     """Answers `GET /servers` and `GET /global_config`, and NeMo Gym 0.4.0's `GET /server_instances` and
     `GET /global_config_dict_yaml`; never serves a secret."""
 
-    def __init__(self, global_config: dict[str, Any], servers: list[dict[str, Any]],
-                 address: tuple[str, int] = ("127.0.0.1", 0)) -> None:
+    def __init__(self, global_config: dict[str, Any], servers: list[dict[str, Any]], address: tuple[str, int]) -> None:
+        """`address` is where this head server listens: NeMo Gym's clients read it back from the config."""
         super().__init__(ServerSpec(name=HEAD_SERVER_NAME, kind="head", implementation="head"))
         self._redacted_config = redact_secrets(global_config)
         self._servers = servers

@@ -41,7 +41,7 @@ def test_collector_records_marked_rollouts_as_failures_never_as_rewards(tmp_path
     out = tmp_path / "out" / "rollouts.jsonl"
     with serving(json_app({"/run": _reply, "/aggregate_metrics": {"agent_metrics": {}}})) as agent_url:
         listing = [{"name": AGENT, "kind": "responses_api_agents", "implementation": "x", "url": agent_url}]
-        with serving(HeadServer({}, listing).app()) as head_url:
+        with serving(HeadServer({}, listing, ("127.0.0.1", 1)).app()) as head_url:
             args = [f"+head_server.port={head_url.rsplit(':', 1)[1]}", f"+agent_name={AGENT}",
                     f"+input_jsonl_fpath={rows}", f"+output_jsonl_fpath={out}"]
             result = run_cli("collect", args, tmp_path)
@@ -74,7 +74,7 @@ def test_a_bad_extra_body_in_an_input_row_names_the_file_and_line(tmp_path: Path
     rows.write_text('{"responses_create_params": {"input": "a"}}\n'
                     '{"responses_create_params": {"input": "b", "metadata": {"extra_body": "{oops"}}}\n')
     listing = [{"name": AGENT, "kind": "responses_api_agents", "implementation": "x", "url": "http://127.0.0.1:9"}]
-    with serving(HeadServer({}, listing).app()) as head_url:
+    with serving(HeadServer({}, listing, ("127.0.0.1", 1)).app()) as head_url:
         result = run_cli("collect", [f"+head_server.port={head_url.rsplit(':', 1)[1]}", f"+agent_name={AGENT}",
                                      f"+input_jsonl_fpath={rows}", f"+output_jsonl_fpath={tmp_path / 'o.jsonl'}",
                                      "+num_repeats_add_seed=true"], tmp_path)
