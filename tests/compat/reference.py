@@ -4,9 +4,11 @@
 a free head port, with Ray isolated (its own RAY_TMPDIR; RAY_ADDRESS unset, so it never joins another cluster),
 and stops it and every process it spawned however the test ends: SIGTERM to its process group, SIGKILL after a
 grace period, then SIGKILL to any process still carrying this stack's tag in its environment (Ray daemons and
-workers inherit it). Nothing here skips: a missing NeMo Gym is a test failure.
+workers inherit it); if the test process itself is killed, ng_run gets SIGTERM from the kernel. Nothing here
+skips: a missing NeMo Gym is a test failure.
 """
 
+import ctypes
 import os
 import re
 import shutil
@@ -81,6 +83,11 @@ def kill_tagged(tag: str) -> list[int]:
     return pids
 
 
+def _term_with_parent() -> None:
+    """In the child: SIGTERM when the test process dies, even by SIGKILL (no finally block runs then)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _signal_group(popen: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(popen.pid, sig)
@@ -128,7 +135,7 @@ def reference_stack(workdir: Path, model_base_url: str, timeout_s: float = 240.0
     log_path = workdir / f"nemo_gym_ng_run-{head_port}.log"
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(args, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True)
+                                 stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_term_with_parent)
     try:
         deadline = time.monotonic() + timeout_s
         while not READY.search(log_path.read_bytes()):
