@@ -3,8 +3,8 @@ collector on the same stack (the native pairing), on NeMo Gym's example rows plu
 
 from pathlib import Path
 
-from tests.collection.util import read_rows, sidecar
-from tests.compat.reference import reference_collect, reference_stack, tagged_pids
+from tests.collection.util import read_rows, run_cli, sidecar
+from tests.compat.reference import AGENT, reference_collect, reference_stack, tagged_pids
 from tests.compat.support import (REPEATS, aggregate_entry, chat_stub_config, input_rows, our_collect, rewards,
                                   seen_seed)
 from tests.helpers.stack import running_stack
@@ -23,6 +23,9 @@ def test_our_collector_runs_every_row_once_on_nemo_gyms_stack_with_native_reward
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
             theirs = reference_collect(tmp_path, reference.head_port, rows, native, *SEEDED)
             assert theirs.returncode == 0, theirs.stdout[-3000:] + theirs.stderr[-3000:]
+            status = run_cli("status", [f"+head_server.port={reference.head_port}"], tmp_path)
+            assert status.returncode == 0, status.stdout + status.stderr
+            assert AGENT in status.stdout and "responses_api_models" in status.stdout
     assert not tagged_pids(reference.tag)  # NeMo Gym's ng_run, its servers and its Ray cluster are all gone
 
     got = rewards(ours)
