@@ -41,7 +41,8 @@ def strip_row(row: dict[str, Any]) -> dict[str, Any]:
     return stripped
 
 
-def verify_responses_body(lines: Callable[[], Iterable[bytes]], keep: Callable[[dict[str, Any]], bool]) -> AsyncIterator[bytes]:
+def verify_responses_body(lines: Callable[[], Iterable[bytes]],
+                          keep: Callable[[dict[str, Any]], bool]) -> AsyncIterator[bytes]:
     """`{"verify_responses": [...]}` in chunks, from a fresh pass over `lines()` (rollout JSONL lines), keeping the
     rows `keep` accepts: the rows are never all in memory on this side."""
 

@@ -116,7 +116,7 @@ def _venv_dir(root: Path) -> Path:
 
 
 @contextmanager
-def reference_stack(workdir: Path, model_base_url: str, timeout_s: float = 240.0) -> Iterator[ReferenceStack]:
+def reference_stack(workdir: Path, model_base_url: str, timeout_s: float = 420.0) -> Iterator[ReferenceStack]:
     """NeMo Gym's `ng_run` of its example environment, its model server pointed at `model_base_url`."""
     packages = site_packages()
     workdir.mkdir(parents=True, exist_ok=True)

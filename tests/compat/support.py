@@ -29,7 +29,8 @@ def input_rows(path: Path) -> Path:
 
 def chat_stub_config(path: Path) -> Path:
     """An ng_run config of the seed-echoing instant model alone."""
-    path.write_text(yaml.safe_dump({"chat_stub": {"responses_api_models": {"seed_chat": {"entrypoint": str(SEED_CHAT)}}}}))
+    stub = {"seed_chat": {"entrypoint": str(SEED_CHAT)}}
+    path.write_text(yaml.safe_dump({"chat_stub": {"responses_api_models": stub}}))
     return path
 
 

