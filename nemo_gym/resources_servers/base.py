@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 from pydantic import Field
 
+from nemo_gym.compat.verify_responses import VerifyResponsesError, verify_response_rows
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.protocol import SESSION_HEADER
 from nemo_gym.resources_servers.metrics import group_mean_reward, headline_metrics, summarize
@@ -157,11 +158,17 @@ class ResourcesServer(BaseServer):
         return {**body, **result, "reward": float(result["reward"])}
 
     async def _aggregate_metrics_route(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
-        """Three callers: rows only (the hooks compute everything); from the collector, the library's metrics
-        alone first, then, only if `needs_rows` was answered, the same with the compact rows."""
+        """Three callers: rows only (the hooks compute everything), also as NeMo Gym's `verify_responses`; from the
+        collector, the library's metrics alone first, then, only if `needs_rows` was answered, the same with the
+        compact rows."""
         if not isinstance(body, dict):
             raise HandlerError(400, "aggregate_metrics needs a JSON object")
-        rows = body.get("rows")
+        try:
+            rows = verify_response_rows(body)
+        except VerifyResponsesError as exc:
+            raise HandlerError(400, str(exc)) from None
+        if rows is None:
+            rows = body.get("rows")
         library = body.get("agent_metrics")
         if rows is not None and not isinstance(rows, list):
             raise HandlerError(400, "aggregate_metrics: 'rows' must be a list")

@@ -21,6 +21,8 @@ from typing import Any, AsyncIterator, BinaryIO, Callable, Iterator, Sequence
 import aiohttp
 import orjson
 
+from nemo_gym.compat.head_detect import NEMO_GYM
+from nemo_gym.compat.verify_responses import check_answer, verify_responses_body
 from nemo_gym.errors import InputDataError, NemoGymError
 from nemo_gym.http_client import RetryPolicy
 from nemo_gym.metrics.accumulator import AgentAccumulator, AgentMetrics, compact_row, iter_groups
@@ -124,6 +126,16 @@ async def _environment_metrics(client: aiohttp.ClientSession, url: str, files: S
     return answer
 
 
+async def _nemo_gym_metrics(client: aiohttp.ClientSession, url: str, files: Sequence[Path], agent: str,
+                            work_dir: Path) -> dict[str, Any]:
+    """A NeMo Gym agent's answer to its own protocol: every row of `agent` in one streamed `verify_responses` body."""
+    def body() -> AsyncIterator[bytes]:  # a fresh stream for each attempt
+        return verify_responses_body(lambda: iter_unique_lines(files, ReadStats(), work_dir),
+                                     lambda row: (row.get(AGENT_REF) or {}).get("name") == agent)
+
+    return check_answer(await _post(client, url, body), url)
+
+
 def _merged_groups(library: AgentMetrics, answer_groups: Any) -> Iterator[dict[str, Any]]:
     """The library's per-task statistics with the environment's per-task entries merged in by task index."""
     extra: dict[Any, dict[str, Any]] = {}
@@ -204,8 +216,11 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
                     print(f"aggregating {accumulator.rows} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
                     library = accumulator.finish(dict(failed_by_agent.get(agent, {})))
                     url = f"{urls[agent]}/aggregate_metrics"
-                    answer = await _environment_metrics(client, url, files, agent, library.agent_metrics,
-                                                        metrics_path.parent)
+                    if servers.head_kind == NEMO_GYM:
+                        answer = await _nemo_gym_metrics(client, url, files, agent, metrics_path.parent)
+                    else:
+                        answer = await _environment_metrics(client, url, files, agent, library.agent_metrics,
+                                                            metrics_path.parent)
                     agent_metrics = {**library.agent_metrics, **(answer.get("agent_metrics") or {})}
                     key_metrics = answer.get("key_metrics") or headline_metrics(agent_metrics)
                     if i:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from nemo_gym.compat.head_detect import NEMO_GYM
 from nemo_gym.errors import ConfigError, NemoGymError
 from nemo_gym.http_client import NO_RETRY, HttpClient
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, report_path
@@ -133,7 +134,8 @@ def _missing_dirs(path: Path) -> list[Path]:
     return missing
 
 
-def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptConfig | None) -> _RunState:
+def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptConfig | None,
+             seed_top_level: bool = True) -> _RunState:
     """Validate, lock the output, check or resume its state, then commit the materialized inputs and manifest."""
     output = config.output_path
     created = _missing_dirs(output.parent)
@@ -146,7 +148,7 @@ def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptCo
     try:
         with open(tmp, "wb", buffering=1 << 20) as materialized:
             plan = materialize_inputs(config, Path(config.input_jsonl_fpath), config.agent_name, agents, prompt,
-                                      materialized)
+                                      materialized, seed_top_level)
         out_file = lock_output(output)
         # Left by a run killed while validating; only the lock holder may clean up.
         for stale in tmp.parent.glob(f"{config.materialized_jsonl_fpath.name}.*.tmp"):
@@ -194,7 +196,7 @@ async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: Tex
     try:
         servers = ServerClient(config.head_server_url, http)
         agent_urls = await _agent_urls(servers)
-        state = _prepare(config, set(agent_urls), prompt)
+        state = _prepare(config, set(agent_urls), prompt, seed_top_level=servers.head_kind != NEMO_GYM)
         uploader = start_wandb_upload(config) if config.upload_rollouts_to_wandb else None
         try:
             summary = await _run(config, state, http, agent_urls, progress_stream, uploader)

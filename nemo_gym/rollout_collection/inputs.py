@@ -12,6 +12,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from nemo_gym.compat.extra_body import ExtraBodyError, with_seed
 from nemo_gym.errors import InputDataError
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
 from nemo_gym.rollout_collection.keys import AGENT_REF, NUM_REPEATS, TASK_INDEX, KeySet, keyed
@@ -125,8 +126,12 @@ def _task_index(checker: _RowChecker, line_no: int, row: dict[str, Any], positio
 
 
 def materialize_inputs(config: SharedRolloutCollectionConfig, input_path: Path, default_agent: str | None,
-                       known_agents: set[str], prompt: PromptConfig | None, out: BinaryIO) -> InputPlan:
-    """Validate every row of `input_path` (up to `limit`), and write this shard's expanded rollouts to `out`."""
+                       known_agents: set[str], prompt: PromptConfig | None, out: BinaryIO,
+                       seed_top_level: bool = True) -> InputPlan:
+    """Validate every row of `input_path` (up to `limit`), and write this shard's expanded rollouts to `out`.
+
+    `seed_top_level=False` leaves the `num_repeats_add_seed` seed out of the top-level create params (NeMo Gym's
+    servers reject it there; they read it from `metadata.extra_body`)."""
     if not input_path.is_file():
         raise InputDataError(f"input file not found: {input_path}")
     checker = _RowChecker(config, str(input_path), default_agent, prompt)
@@ -161,7 +166,10 @@ def materialize_inputs(config: SharedRolloutCollectionConfig, input_path: Path, 
             plan.rollouts_by_agent[agent] = plan.rollouts_by_agent.get(agent, 0) + repeats
             row.setdefault(AGENT_REF, {"name": agent})
             for rollout in range(repeats):
-                row[RCP] = {**params, "seed": rollout} if config.num_repeats_add_seed else params
+                try:
+                    row[RCP] = with_seed(params, rollout, seed_top_level) if config.num_repeats_add_seed else params
+                except ExtraBodyError as exc:
+                    raise checker.fail(line_no, f"responses_create_params.{exc}") from None
                 out.write(orjson.dumps(keyed(task, rollout, row)))
                 out.write(b"\n")
     if plan.tasks == 0:

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from nemo_gym.compat.markers import marked_failure
 from nemo_gym.errors import RolloutFailedError
 from nemo_gym.http_client import FAILURE_CLASSES, HttpClient, RequestFailed, RetryPolicy
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
@@ -59,7 +60,8 @@ class RolloutSuccess:
 class RolloutFailure:
     """A rollout that still failed after its attempts (or failed in a way no retry fixes)."""
 
-    failure_class: str  # connect, timeout, http_5xx, http_4xx, invalid_response, agent_error
+    failure_class: str  # connect, timeout, http_5xx, http_4xx, invalid_response, agent_error; or an agent's own marker
+    # (`_ng_failure_class`, see nemo_gym.compat.markers)
     attempts: int  # attempts this call made
     last_error: str
     http_status: int | None
@@ -117,6 +119,10 @@ async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: R
         try:
             async with asyncio.timeout(policy.rollout_timeout_s):
                 reply = await http.post_json(url, row)
+            marked = marked_failure(reply)
+            if marked is not None:  # declared by the agent, so no retry here; a resume runs it again
+                return RolloutFailure(marked.failure_class, attempt, marked.message, None, url,
+                                      _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX)))
             return RolloutSuccess(reply, _reward(reply, url), attempt)
         except TimeoutError:
             error = RequestFailed(

@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from nemo_gym.http_client import HttpClient, RequestFailed
+from nemo_gym.compat.head_detect import NATIVE, HeadKind, detect_head, nemo_gym_global_config
+from nemo_gym.http_client import HttpClient
 from nemo_gym.errors import NemoGymError
 
 DEFAULT_HEAD_HOST = "127.0.0.1"
@@ -15,23 +16,23 @@ def head_url_from_config(config: dict[str, Any]) -> str:
 
 
 class ServerClient:
-    """Looks up server instances on the head server once, then calls them by name."""
+    """Looks up server instances on the head server once, then calls them by name.
+
+    The head server may be ours or NeMo Gym 0.4.0's (`head_kind` says which after the first lookup).
+    """
 
     def __init__(self, head_url: str, http: HttpClient) -> None:
         self.head_url = head_url.rstrip("/")
         self.http = http
         self._servers: dict[str, dict[str, Any]] | None = None
+        self.head_kind: HeadKind | None = None
 
     async def servers(self, refresh: bool = False) -> dict[str, dict[str, Any]]:
         """{instance name: {kind, implementation, url}} for every running server."""
         if self._servers is None or refresh:
-            try:
-                listing = await self.http.get_json(f"{self.head_url}/servers", timeout_s=10)
-            except RequestFailed as exc:
-                raise NemoGymError(
-                    f"cannot reach the head server at {self.head_url} ({exc.message}); is `ng_run` running?"
-                ) from None
-            self._servers = {entry["name"]: entry for entry in listing["servers"]}
+            listing = await detect_head(self.http, self.head_url)
+            self.head_kind = listing.kind
+            self._servers = {entry["name"]: entry for entry in listing.servers}
         return self._servers
 
     async def url(self, name: str) -> str:
@@ -46,5 +47,8 @@ class ServerClient:
         return await self.http.post_json(f"{await self.url(name)}{path}", body, **kwargs)
 
     async def global_config(self) -> dict[str, Any]:
-        """The merged config, with secrets redacted by the head server."""
+        """The merged config, with secrets redacted by our head server (NeMo Gym's serves them as they are)."""
+        await self.servers()
+        if self.head_kind != NATIVE:
+            return await nemo_gym_global_config(self.http, self.head_url)
         return await self.http.get_json(f"{self.head_url}/global_config", timeout_s=10)

@@ -147,7 +147,7 @@ class Supervisor:
                 )
 
     def _start_head(self) -> None:
-        head = HeadServer(self.config.values, self.listing())
+        head = HeadServer(self.config.values, self.listing(), (self.head_host, self.head_port))
         config = uvicorn.Config(
             head.app(), host=self.head_host, port=self.head_port, log_config=None, access_log=False, loop="asyncio"
         )

@@ -46,7 +46,7 @@ def test_keys_repeats_limit_seed_and_deep_merged_overrides(tmp_path: Path) -> No
         (0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
     assert list(rows[0])[:2] == ["_ng_task_index", "_ng_rollout_index"]  # keys first: cheap to scan
     assert rows[3]["responses_create_params"] == {
-        "input": "q1", "temperature": 0.9, "metadata": {"x": 1, "y": 2}, "seed": 1}
+        "input": "q1", "temperature": 0.9, "metadata": {"x": 1, "y": 2, "extra_body": '{"seed": 1}'}, "seed": 1}
     assert rows[3]["agent_ref"] == {"name": "a"} and rows[3]["i"] == 1
     assert (plan.tasks, plan.shard_rollouts, plan.rollouts_per_task) == (3, 6, 2)
 

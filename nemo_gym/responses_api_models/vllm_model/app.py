@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from nemo_gym import protocol
 from nemo_gym.chat_tokens import TemplateSpliceError, closing_from_probes, continuation_tokens, probe_conversations
+from nemo_gym.compat.extra_body import extra_body
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.config.typed import Text
@@ -106,6 +107,8 @@ class VLLMModelServer(BaseServer):
         with_tokens = bool(params.pop(protocol.RETURN_TOKENS_PARAM, default))
         try:
             chat_request = protocol.to_chat_request(params, self.model)
+            # NeMo Gym's per-request vLLM extras (its seed); as there, the request's own fields win.
+            chat_request = {**extra_body(params), **chat_request}
         except (KeyError, TypeError, ValueError) as exc:
             raise HandlerError(400, f"invalid Responses request: {type(exc).__name__}: {exc}") from None
         base_url = self.replica(request)

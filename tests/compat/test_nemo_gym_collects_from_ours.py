@@ -1,0 +1,45 @@
+"""Direction (a): NeMo Gym 0.4.0's own `ng_collect_rollouts` against our `ng_run` stack, compared with our collector
+on the same stack (the native pairing), on NeMo Gym's example rows plus two of ours."""
+
+from pathlib import Path
+
+import httpx
+import orjson
+
+from tests.collection.util import read_rows
+from tests.compat.reference import reference_collect
+from tests.compat.support import (REPEATS, SECRET, aggregate_entry, input_rows, our_collect, our_stack_config,
+                                  rewards, seen_seed)
+from tests.helpers.stack import free_port, running_stack
+
+SEEDED = (f"+num_repeats={REPEATS}", "+num_repeats_add_seed=true")
+
+
+def test_nemo_gym_collector_runs_every_row_once_on_our_stack_with_native_rewards(tmp_path: Path) -> None:
+    rows = input_rows(tmp_path / "input.jsonl")
+    n_tasks = len(rows.read_bytes().splitlines())
+    theirs, native = tmp_path / "theirs" / "rollouts.jsonl", tmp_path / "native" / "rollouts.jsonl"
+    with running_stack(our_stack_config(tmp_path / "stack.yaml", free_port()), cwd=tmp_path, timeout_s=300) as stack:
+        served = httpx.get(f"{stack.head_url}/global_config_dict_yaml", trust_env=False).text
+        result = reference_collect(tmp_path, int(stack.head_url.rsplit(":", 1)[1]), rows, theirs, *SEEDED)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        ours = our_collect(tmp_path, stack.head_url, rows, native, *SEEDED)
+        assert ours.returncode == 0, ours.stdout[-3000:] + ours.stderr[-3000:]
+
+    assert SECRET not in served and "api_key" in served  # the key is named, its value redacted
+    got = rewards(theirs)
+    assert set(got) == {(task, rollout) for task in range(n_tasks) for rollout in range(REPEATS)}
+    assert got == rewards(native)
+    assert sorted(set(got.values())) == [0.0, 1.0]  # NeMo Gym's rows have no expected city; ours score 1
+    assert not theirs.with_name("rollouts_failures.jsonl").read_bytes().strip()
+    # NeMo Gym's seed (metadata.extra_body) reached the Chat Completions request through our vllm_model.
+    assert all(seen_seed(row) == str(row["_ng_rollout_index"]) for row in read_rows(theirs))
+
+    # Our agent answered NeMo Gym's /aggregate_metrics body in its format: its collector validated and wrote it.
+    entry = aggregate_entry(theirs)
+    assert set(entry) == {"agent_ref", "agent_metrics", "key_metrics", "group_level_metrics"}
+    assert entry["agent_metrics"]["mean/reward"] == sum(got.values()) / len(got)
+    by_task = {g["_ng_task_index"]: g["mean/reward"] for g in entry["group_level_metrics"]}
+    assert by_task == {task: sum(got[task, r] for r in range(REPEATS)) / REPEATS for task in range(n_tasks)}
+    assert entry["key_metrics"]["mean/reward"] == aggregate_entry(native)["agent_metrics"]["mean/reward"]
+    assert orjson.loads(theirs.read_bytes().splitlines()[0])["agent_ref"]["name"] == entry["agent_ref"]["name"]
