@@ -106,7 +106,9 @@ def test_input_error_exit_code_is_2(collection_stack: CollectionStack, tmp_path:
 
 
 def test_second_collector_on_the_same_output_is_refused(collection_stack: CollectionStack, tmp_path: Path) -> None:
-    inputs = write_rows(tmp_path / "in.jsonl", 200)
+    # Enough rows (150 s of work) that the first collector is still writing when the second one has started, however
+    # slowly a loaded machine starts it; the first is killed as soon as the second has answered.
+    inputs = write_rows(tmp_path / "in.jsonl", 20_000)
     args = collection_stack.args("+agent_name=slow_agent", f"+input_jsonl_fpath={inputs}",
                                  f"+output_jsonl_fpath={tmp_path}/r.jsonl", "+num_samples_in_parallel=4")
     first = subprocess.Popen(cli("collect", args), cwd=tmp_path, stdout=subprocess.PIPE,
