@@ -15,7 +15,7 @@ from collections import Counter
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import orjson
@@ -29,6 +29,7 @@ TASK_INDEX = "_ng_task_index"
 ROLLOUT_INDEX = "_ng_rollout_index"
 INTERNAL_PREFIX = "_ng_"
 REWARD = "reward"
+RESPONSE, USAGE = "response", "usage"
 EXTRACTED_ANSWER = "extracted_answer"
 CORRECT_REWARD = 1.0  # a rollout counts as correct for pass@k when its reward reaches full credit
 STATS = ("mean", "std", "min", "max", "median")
@@ -56,11 +57,13 @@ class AgentMetrics:
 class AgentAccumulator:
     """Collects one agent's rollouts, fed in key order and each key once; `finish` computes the metrics."""
 
-    def __init__(self, work_dir: Path | None = None) -> None:
+    def __init__(self, work_dir: Path | None = None, failed_by_task: Mapping[int, int] | None = None) -> None:
+        """`failed_by_task`: this agent's still-failed rollouts per task, final for a task once its rows are added."""
         self._dir = tempfile.TemporaryDirectory(prefix="ng_metrics_", dir=work_dir)
         self._groups = open(Path(self._dir.name) / GROUPS_FILE, "wb", buffering=1 << 20)
         self.rows = 0
         self.tasks = 0
+        self._failed_by_task = failed_by_task or {}
         # The pending block: rows of tasks not yet summarised.
         self._tasks = array("q")
         self._columns: dict[str, array] = {}
@@ -85,6 +88,10 @@ class AgentAccumulator:
                 self._flush()
                 n = 0
         columns = self._columns
+        usage = row.get(RESPONSE)
+        usage = usage.get(USAGE) if type(usage) is dict else None
+        if type(usage) is dict and usage:  # token counts are fields of the rollout, as NeMo Gym counts them
+            row = {**row, **usage}
         for key, value in row.items():
             if type(value) in _NUMBER_TYPES:
                 column = columns.get(key)
@@ -112,7 +119,12 @@ class AgentAccumulator:
         starts = np.flatnonzero(np.r_[True, tasks[1:] != tasks[:-1]])
         sizes = np.diff(np.r_[starts, total])
         group_of_row = np.repeat(np.arange(len(starts)), sizes)
-        groups: dict[str, np.ndarray] = {TASK_INDEX: tasks[starts], "num_rollouts": sizes}
+        task_ids = tasks[starts]
+        failed = np.array([self._failed_by_task.get(task, 0) for task in task_ids.tolist()], dtype=np.int64)
+        expected = sizes + failed
+        groups: dict[str, np.ndarray] = {TASK_INDEX: task_ids, "num_rollouts": sizes,
+                                         "expected_num_rollouts": expected, "missing_num_rollouts": failed,
+                                         "reward_profile_completion_pct": 100.0 * sizes / expected}
         rewards = None
         for name in sorted(self._columns):
             column = self._columns[name]
@@ -270,7 +282,8 @@ def _per_task(values: np.ndarray, starts: np.ndarray, group_of_row: np.ndarray) 
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.add.reduceat(np.where(valid, values, 0.0), starts) / counts
         deviation = np.where(valid, values - mean[group_of_row], 0.0)
-        std = np.sqrt(np.add.reduceat(deviation * deviation, starts) / counts)
+        # Sample std (n - 1), as NeMo Gym's pandas; one value has std 0.
+        std = np.where(counts > 1, np.sqrt(np.add.reduceat(deviation * deviation, starts) / (counts - 1)), 0.0)
     low = np.minimum.reduceat(np.where(valid, values, np.inf), starts)
     high = np.maximum.reduceat(np.where(valid, values, -np.inf), starts)
     # Sort by (task, value) with missing values last in each task; the median sits in the middle of the valid ones.
