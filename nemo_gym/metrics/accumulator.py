@@ -23,6 +23,7 @@ import orjson
 from nemo_gym.metrics.estimators import (
     CATEGORY_LIMIT, bootstrap_ci, bootstrap_ci_of_categories, k_ladder, majority_at_k, pass_at_k,
 )
+from nemo_gym.metrics.reference_scores import ReferenceScores
 from nemo_gym.metrics.spill import ValueFile
 
 TASK_INDEX = "_ng_task_index"
@@ -76,6 +77,7 @@ class AgentAccumulator:
         self._task_totals = ValueFile(Path(self._dir.name) / "task_totals.f64")  # reward sum, scored; per task
         self._largest_task = 0
         self._majority: dict[int, list[float]] = {}  # k -> [score sum, tasks used]
+        self._reference = ReferenceScores()  # NeMo Gym's pass@k/accuracy family
 
     def add(self, row: dict[str, Any]) -> None:
         """Record `row`: its task, every numeric field and its extracted answer (this runs once per rollout, so
@@ -142,6 +144,7 @@ class AgentAccumulator:
         _write_groups(self._groups, groups)
         if rewards is None:
             rewards = np.full(total, math.nan)
+        self._reference.add_block(rewards, group_of_row)
         valid = np.isfinite(rewards)
         self._count_outcomes(rewards, valid, starts)
         answers = np.frombuffer(self._answers, dtype=np.int64)
@@ -219,6 +222,7 @@ class AgentAccumulator:
             metrics[f"pass@{k}"] = result.pass_at_k[k]
             metrics[f"pass@{k}/num_tasks"] = float(used)
         metrics[f"pass@1[avg-of-{max_n}]"] = float((tasks * c / n).sum() / tasks.sum())
+        metrics.update(self._reference.metrics(n, c, tasks))
         for k in k_ladder(self._largest_task)[1:]:
             if k in self._majority:
                 score_sum, used = self._majority[k]
