@@ -84,8 +84,8 @@ class ReferenceScores:
                     out[f"pass@{k}/{SCORE}"] = 100.0 * float(
                         (per_outcome[usable] * outcome_tasks[usable]).sum() / outcome_tasks[usable].sum())
             elif self._best_tasks[k - 1]:
-                out[f"pass@{k}/{SCORE}"] = 100.0 * self._best_sums[k - 1] / self._best_tasks[k - 1]
-            out[f"pass@1[avg-of-{k}]/{SCORE}"] = 100.0 * self._avg_sums[k - 1] / self._tasks
+                out[f"pass@{k}/{SCORE}"] = 100.0 * float(self._best_sums[k - 1]) / int(self._best_tasks[k - 1])
+            out[f"pass@1[avg-of-{k}]/{SCORE}"] = 100.0 * float(self._avg_sums[k - 1]) / self._tasks
         runs = 100.0 * self._index_sums / np.maximum(self._index_tasks, 1)
         for k in range(2, len(runs) + 1):
             std = float(np.std(runs[:k], ddof=1))

@@ -55,6 +55,7 @@ def _ours(rows: list[dict[str, Any]]) -> tuple[dict[str, float], dict[int, dict[
         for row in rows:
             accumulator.add(row)
         result = accumulator.finish()
+        assert all(type(value) is float for value in result.agent_metrics.values())  # plain floats: JSON-ready
         return result.agent_metrics, {g["_ng_task_index"]: g for g in iter_groups(result.groups_path)}
     finally:
         accumulator.close()

@@ -124,7 +124,7 @@ def test_grouping_survives_the_move_to_disk() -> None:
 
 
 PEAK_RSS = """
-import io, resource, sys
+import io, sys
 from pathlib import Path
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import materialize_inputs
@@ -133,7 +133,8 @@ config = RolloutCollectionConfig.from_mapping({"input_jsonl_fpath": str(source),
                                                "agent_name": "a", "num_repeats": 2})
 with open(sys.argv[2], "wb") as out:
     plan = materialize_inputs(config, source, "a", {"a"}, None, out)
-print(plan.rows, plan.tasks, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+# VmHWM, not ru_maxrss: that one survives exec and would show the parent's size.
+print(plan.rows, plan.tasks, int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0]) // 1024)
 """
 
 
