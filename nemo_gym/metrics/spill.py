@@ -54,7 +54,8 @@ class ValueFile:
         mean = total / self.count
         squares = sum(float(np.square(chunk - mean).sum()) for chunk in self.chunks())
         middle = (self.kth((self.count - 1) // 2) + self.kth(self.count // 2)) / 2
-        return {"mean": mean, "std": math.sqrt(squares / (self.count - 1)) if self.count > 1 else 0.0, "min": low, "max": high, "median": middle}
+        std = math.sqrt(squares / (self.count - 1)) if self.count > 1 else 0.0
+        return {"mean": mean, "std": std, "min": low, "max": high, "median": middle}
 
     def kth(self, rank: int) -> float:
         """The value of 0-based `rank` in sorted order."""

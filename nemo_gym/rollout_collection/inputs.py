@@ -114,13 +114,16 @@ class _RowChecker:
         return own
 
 
+MAX_TASK_INDEX = 1 << 63  # a signed 64-bit integer, as the task maps store it
+
+
 def _given_task_index(checker: _RowChecker, line_no: int, row: dict[str, Any]) -> int | None:
     """The row's own `_ng_task_index`, if it sets one (any row may; several rows may share one)."""
     if TASK_INDEX not in row:
         return None
     given = row[TASK_INDEX]
-    if type(given) is not int or given < 0:
-        raise checker.fail(line_no, f"{TASK_INDEX} must be a non-negative integer, got {given!r}")
+    if type(given) is not int or not 0 <= given < MAX_TASK_INDEX:
+        raise checker.fail(line_no, f"{TASK_INDEX} must be a non-negative integer below 2**63, got {given!r}")
     return given
 
 

@@ -11,7 +11,9 @@ import orjson
 import pytest
 
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
+from nemo_gym.errors import InputDataError
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
+from nemo_gym.rollout_collection.manifest import fingerprint
 from nemo_gym.rollout_collection.task_groups import MEMORY_ENTRIES, TaskGrouper
 from tests.helpers.nemo_gym_reference import run_reference_python
 from tests.helpers.stack import REPO_ROOT
@@ -157,3 +159,19 @@ def test_memory_stays_flat_in_dataset_size(tmp_path: Path) -> None:
     """4x the rows (400k vs 100k, 100 MB vs 25 MB of input) costs no more than a few MB more peak memory."""
     small, large = _peak_rss_mb(tmp_path, 100_000), _peak_rss_mb(tmp_path, 400_000)
     assert large - small < 16, (small, large)
+
+
+def test_caller_index_beyond_64_bits_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(_line("p") + b"\n" + _line("q", _ng_task_index=1 << 63) + b"\n")
+    with pytest.raises(InputDataError,
+                       match=r"in.jsonl:2: _ng_task_index must be a non-negative integer below 2\*\*63"):
+        _ours(tmp_path, source, agent_name="a")
+
+
+def test_fingerprint_records_grouping_only_when_lines_repeat(tmp_path: Path) -> None:
+    """So an output written before repeated lines were grouped is refused on resume, and others still resume."""
+    config = RolloutCollectionConfig.from_mapping({"input_jsonl_fpath": str(tmp_path / "i.jsonl"),
+                                                   "output_jsonl_fpath": str(tmp_path / "o.jsonl")})
+    assert "grouped_repeated_rows" not in fingerprint(config, "a", InputPlan(repeated_rows=0), None)
+    assert fingerprint(config, "a", InputPlan(repeated_rows=3), None)["grouped_repeated_rows"] == 3

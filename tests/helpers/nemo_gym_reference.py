@@ -88,7 +88,7 @@ def _processes_mentioning(marker: str) -> list[int]:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            if marker.encode() in (entry / "cmdline").read_bytes() or marker.encode() in (entry / "environ").read_bytes():
+            if any(marker.encode() in (entry / part).read_bytes() for part in ("cmdline", "environ")):
                 pids.append(int(entry.name))
         except OSError:
             continue
