@@ -56,8 +56,9 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Re
                      "policy_model_name": "instant"}
     reference_configs = [SITE / "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml",
                          SITE / "responses_api_models/vllm_model/configs/vllm_model.yaml"]
+    # Generous start-up limits: both stacks start while the shared 2-core machine may be far overloaded.
     with running_stack([f"+config_paths=[{WEATHER_ENV},{work / 'model.yaml'}]", f"+log_dir={work / 'ours' / 'logs'}"],
-                       cwd=work / "ours") as ours:
+                       cwd=work / "ours", timeout_s=300) as ours:
         with reference_stack(work / "reference", reference_configs, REFERENCE_SERVERS, reference_env) as reference:
             yield ours, reference, work
 
