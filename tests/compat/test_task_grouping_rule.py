@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.errors import InputDataError
+from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.manifest import fingerprint
 from nemo_gym.rollout_collection.task_groups import MEMORY_ENTRIES, TaskGrouper
