@@ -15,7 +15,7 @@ from collections import Counter
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import orjson
@@ -23,12 +23,14 @@ import orjson
 from nemo_gym.metrics.estimators import (
     CATEGORY_LIMIT, bootstrap_ci, bootstrap_ci_of_categories, k_ladder, majority_at_k, pass_at_k,
 )
+from nemo_gym.metrics.reference_scores import ReferenceScores
 from nemo_gym.metrics.spill import ValueFile
 
 TASK_INDEX = "_ng_task_index"
 ROLLOUT_INDEX = "_ng_rollout_index"
 INTERNAL_PREFIX = "_ng_"
 REWARD = "reward"
+RESPONSE, USAGE = "response", "usage"
 EXTRACTED_ANSWER = "extracted_answer"
 CORRECT_REWARD = 1.0  # a rollout counts as correct for pass@k when its reward reaches full credit
 STATS = ("mean", "std", "min", "max", "median")
@@ -56,11 +58,13 @@ class AgentMetrics:
 class AgentAccumulator:
     """Collects one agent's rollouts, fed in key order and each key once; `finish` computes the metrics."""
 
-    def __init__(self, work_dir: Path | None = None) -> None:
+    def __init__(self, work_dir: Path | None = None, failed_by_task: Mapping[int, int] | None = None) -> None:
+        """`failed_by_task`: this agent's still-failed rollouts per task, final for a task once its rows are added."""
         self._dir = tempfile.TemporaryDirectory(prefix="ng_metrics_", dir=work_dir)
         self._groups = open(Path(self._dir.name) / GROUPS_FILE, "wb", buffering=1 << 20)
         self.rows = 0
         self.tasks = 0
+        self._failed_by_task = failed_by_task or {}
         # The pending block: rows of tasks not yet summarised.
         self._tasks = array("q")
         self._columns: dict[str, array] = {}
@@ -73,6 +77,7 @@ class AgentAccumulator:
         self._task_totals = ValueFile(Path(self._dir.name) / "task_totals.f64")  # reward sum, scored; per task
         self._largest_task = 0
         self._majority: dict[int, list[float]] = {}  # k -> [score sum, tasks used]
+        self._reference = ReferenceScores()  # NeMo Gym's pass@k/accuracy family
 
     def add(self, row: dict[str, Any]) -> None:
         """Record `row`: its task, every numeric field and its extracted answer (this runs once per rollout, so
@@ -85,6 +90,10 @@ class AgentAccumulator:
                 self._flush()
                 n = 0
         columns = self._columns
+        usage = row.get(RESPONSE)
+        usage = usage.get(USAGE) if type(usage) is dict else None
+        if type(usage) is dict and usage:  # token counts are fields of the rollout, as NeMo Gym counts them
+            row = {**row, **usage}
         for key, value in row.items():
             if type(value) in _NUMBER_TYPES:
                 column = columns.get(key)
@@ -112,7 +121,12 @@ class AgentAccumulator:
         starts = np.flatnonzero(np.r_[True, tasks[1:] != tasks[:-1]])
         sizes = np.diff(np.r_[starts, total])
         group_of_row = np.repeat(np.arange(len(starts)), sizes)
-        groups: dict[str, np.ndarray] = {TASK_INDEX: tasks[starts], "num_rollouts": sizes}
+        task_ids = tasks[starts]
+        failed = np.array([self._failed_by_task.get(task, 0) for task in task_ids.tolist()], dtype=np.int64)
+        expected = sizes + failed
+        groups: dict[str, np.ndarray] = {TASK_INDEX: task_ids, "num_rollouts": sizes,
+                                         "expected_num_rollouts": expected, "missing_num_rollouts": failed,
+                                         "reward_profile_completion_pct": 100.0 * sizes / expected}
         rewards = None
         for name in sorted(self._columns):
             column = self._columns[name]
@@ -130,6 +144,7 @@ class AgentAccumulator:
         _write_groups(self._groups, groups)
         if rewards is None:
             rewards = np.full(total, math.nan)
+        self._reference.add_block(rewards, group_of_row)
         valid = np.isfinite(rewards)
         self._count_outcomes(rewards, valid, starts)
         answers = np.frombuffer(self._answers, dtype=np.int64)
@@ -207,6 +222,7 @@ class AgentAccumulator:
             metrics[f"pass@{k}"] = result.pass_at_k[k]
             metrics[f"pass@{k}/num_tasks"] = float(used)
         metrics[f"pass@1[avg-of-{max_n}]"] = float((tasks * c / n).sum() / tasks.sum())
+        metrics.update(self._reference.metrics(n, c, tasks))
         for k in k_ladder(self._largest_task)[1:]:
             if k in self._majority:
                 score_sum, used = self._majority[k]
@@ -270,7 +286,8 @@ def _per_task(values: np.ndarray, starts: np.ndarray, group_of_row: np.ndarray) 
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.add.reduceat(np.where(valid, values, 0.0), starts) / counts
         deviation = np.where(valid, values - mean[group_of_row], 0.0)
-        std = np.sqrt(np.add.reduceat(deviation * deviation, starts) / counts)
+        # Sample std (n - 1), as NeMo Gym's pandas; one value has std 0.
+        std = np.where(counts > 1, np.sqrt(np.add.reduceat(deviation * deviation, starts) / (counts - 1)), 0.0)
     low = np.minimum.reduceat(np.where(valid, values, np.inf), starts)
     high = np.maximum.reduceat(np.where(valid, values, -np.inf), starts)
     # Sort by (task, value) with missing values last in each task; the median sits in the middle of the valid ones.

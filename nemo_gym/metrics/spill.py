@@ -43,7 +43,8 @@ class ValueFile:
                 yield chunk
 
     def statistics(self) -> dict[str, float]:
-        """mean, std (population), min, max and median; empty when there are no values."""
+        """mean, std (sample, n - 1 as NeMo Gym's pandas; 0 for one value), min, max and median; empty when there
+        are no values."""
         if not self.count:
             return {}
         total, low, high = 0.0, math.inf, -math.inf
@@ -53,7 +54,8 @@ class ValueFile:
         mean = total / self.count
         squares = sum(float(np.square(chunk - mean).sum()) for chunk in self.chunks())
         middle = (self.kth((self.count - 1) // 2) + self.kth(self.count // 2)) / 2
-        return {"mean": mean, "std": math.sqrt(squares / self.count), "min": low, "max": high, "median": middle}
+        std = math.sqrt(squares / (self.count - 1)) if self.count > 1 else 0.0
+        return {"mean": mean, "std": std, "min": low, "max": high, "median": middle}
 
     def kth(self, rank: int) -> float:
         """The value of 0-based `rank` in sorted order."""

@@ -45,8 +45,8 @@ class FieldStats:
 
     @property
     def std(self) -> float:
-        """Population standard deviation (0 for a single value)."""
-        return math.sqrt(max(self.m2, 0.0) / self.count) if self.count else 0.0
+        """Sample standard deviation (n - 1, as NeMo Gym's pandas `std`; 0 for a single value)."""
+        return math.sqrt(max(self.m2, 0.0) / (self.count - 1)) if self.count > 1 else 0.0
 
 
 def numeric_fields(row: dict[str, Any]) -> Iterator[tuple[str, float]]:

@@ -176,14 +176,19 @@ class AggregateResult:
 def _read_rows(files: Sequence[Path], stats: ReadStats, failures: dict[tuple[int, int], tuple[bytes, str, str]],
                accumulators: dict[str, AgentAccumulator], work_dir: Path) -> None:
     """One pass over the rows into one accumulator per agent; failures that later succeeded are forgotten."""
+    failed_by_task: dict[str, Counter] = defaultdict(Counter)  # per agent; a task's count is final after its rows
+    for (task, _), (_, agent, _) in failures.items():
+        failed_by_task[agent][task] += 1
     for line in iter_unique_lines(files, stats, work_dir):
         row = orjson.loads(line)
         agent = _agent_of(row, line)
         accumulator = accumulators.get(agent)
         if accumulator is None:
-            accumulator = accumulators[agent] = AgentAccumulator(work_dir)
+            accumulator = accumulators[agent] = AgentAccumulator(work_dir, failed_by_task[agent])
         accumulator.add(row)
-        failures.pop((row[TASK_INDEX], row[ROLLOUT_INDEX]), None)
+        failure = failures.pop((row[TASK_INDEX], row[ROLLOUT_INDEX]), None)
+        if failure is not None:
+            failed_by_task[failure[1]][row[TASK_INDEX]] -= 1
 
 
 async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers: ServerClient,

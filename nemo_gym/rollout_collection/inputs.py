@@ -13,11 +13,13 @@ from typing import Any, BinaryIO
 import orjson
 
 from nemo_gym.compat.extra_body import ExtraBodyError, with_seed
-from nemo_gym.errors import InputDataError
+from nemo_gym.errors import ConfigError, InputDataError
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
-from nemo_gym.rollout_collection.keys import AGENT_REF, NUM_REPEATS, TASK_INDEX, KeySet, keyed
+from nemo_gym.rollout_collection.keys import AGENT_REF, NUM_REPEATS, TASK_INDEX, keyed
 from nemo_gym.rollout_collection.keys import CREATE_PARAMS as RCP
+from nemo_gym.rollout_collection.params_types import wrong_field_type
 from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError
+from nemo_gym.rollout_collection.task_groups import TaskGrouper
 
 
 @dataclass
@@ -25,10 +27,12 @@ class InputPlan:
     """What one validation pass learned about the input; small, whatever the file size."""
 
     input_sha256: str = ""
-    tasks: int = 0  # rows in the run (after `limit`), all shards
+    rows: int = 0  # input rows in the run (after `limit`), all shards
+    tasks: int = 0  # distinct task indices among them
+    repeated_rows: int = 0  # rows that joined an earlier row's task (see task_groups)
     shard_tasks: int = 0
     shard_rollouts: int = 0
-    rollouts_per_task: int = 1  # the largest repeat count: the width of a KeySet over this run
+    rollouts_per_task: int = 1  # the most rollouts of one task: the width of a KeySet over this run
     rollouts_by_agent: dict[str, int] = field(default_factory=dict)
 
 
@@ -86,6 +90,9 @@ class _RowChecker:
             raise self.fail(line_no, f"missing {RCP} (or pass +prompt_config to build the input from row fields)")
         elif not isinstance(params, dict):
             raise self.fail(line_no, f"{RCP} must be a JSON object, got {type(params).__name__}")
+        wrong = wrong_field_type(params)
+        if wrong:
+            raise self.fail(line_no, f"{RCP}.{wrong}")
         if self.config.responses_create_params:
             params = deep_merge(params, self.config.responses_create_params)
         given = params.get("input")
@@ -96,8 +103,6 @@ class _RowChecker:
                 raise self.fail(line_no, f"{RCP}.input must be a list of message objects")
         elif not isinstance(given, str):
             raise self.fail(line_no, f"{RCP}.input must be a string or a list of messages, got {given!r}")
-        if "tools" in params and not isinstance(params["tools"], list):
-            raise self.fail(line_no, f"{RCP}.tools must be a list")
         return params
 
     def repeats(self, line_no: int, row: dict[str, Any], agent: str) -> int:
@@ -110,18 +115,16 @@ class _RowChecker:
         return own
 
 
-def _task_index(checker: _RowChecker, line_no: int, row: dict[str, Any], position: int,
-                caller_indexed: bool, seen: KeySet) -> int:
-    given = row.get(TASK_INDEX)
-    if caller_indexed != (given is not None):
-        raise checker.fail(line_no, f"either every row or no row may set {TASK_INDEX}; this row "
-                                    f"{'lacks it' if caller_indexed else 'sets it'}, the first row did not")
-    if not caller_indexed:
-        return position
-    if type(given) is not int or given < 0:
-        raise checker.fail(line_no, f"{TASK_INDEX} must be a non-negative integer, got {given!r}")
-    if not seen.add(given, 0):
-        raise checker.fail(line_no, f"duplicate {TASK_INDEX} {given}: task indices must be unique")
+MAX_TASK_INDEX = 1 << 63  # a signed 64-bit integer, as the task maps store it
+
+
+def _given_task_index(checker: _RowChecker, line_no: int, row: dict[str, Any]) -> int | None:
+    """The row's own `_ng_task_index`, if it sets one (any row may; several rows may share one)."""
+    if TASK_INDEX not in row:
+        return None
+    given = row[TASK_INDEX]
+    if type(given) is not int or not 0 <= given < MAX_TASK_INDEX:
+        raise checker.fail(line_no, f"{TASK_INDEX} must be a non-negative integer below 2**63, got {given!r}")
     return given
 
 
@@ -134,45 +137,47 @@ def materialize_inputs(config: SharedRolloutCollectionConfig, input_path: Path, 
     servers reject it there; they read it from `metadata.extra_body`)."""
     if not input_path.is_file():
         raise InputDataError(f"input file not found: {input_path}")
+    wrong = wrong_field_type(config.responses_create_params or {})
+    if wrong:
+        raise ConfigError(f"+{RCP}.{wrong}")
     checker = _RowChecker(config, str(input_path), default_agent, prompt)
     num_shards, shard_index = config.shard()
     plan = InputPlan()
     digest = hashlib.sha256()
-    seen_tasks = KeySet(1)
-    caller_indexed: bool | None = None
-    with open(input_path, "rb") as file:
+    with open(input_path, "rb") as file, TaskGrouper() as grouper:
         for line_no, line in enumerate(file, start=1):
-            if config.limit is not None and plan.tasks >= config.limit:
+            if config.limit is not None and plan.rows >= config.limit:
                 break
             digest.update(line)
             if not line.strip():
                 continue
             row = checker.parse(line_no, line)
-            if caller_indexed is None:
-                caller_indexed = TASK_INDEX in row
-            task = _task_index(checker, line_no, row, plan.tasks, caller_indexed, seen_tasks)
+            task = grouper.task_index(line, _given_task_index(checker, line_no, row))
             agent = checker.agent(line_no, row)
             if agent not in known_agents:
                 running = ", ".join(sorted(known_agents)) or "none"
                 raise checker.fail(line_no, f"unknown agent '{agent}' (running agents: {running})")
             params = checker.create_params(line_no, row)
             repeats = checker.repeats(line_no, row, agent)
-            plan.tasks += 1
-            plan.rollouts_per_task = max(plan.rollouts_per_task, repeats)
+            plan.rows += 1
+            tasks_before = grouper.tasks
+            first = grouper.take_rollouts(task, repeats)
             if task % num_shards != shard_index:
                 continue
-            plan.shard_tasks += 1
+            plan.shard_tasks += grouper.tasks - tasks_before
             plan.shard_rollouts += repeats
             plan.rollouts_by_agent[agent] = plan.rollouts_by_agent.get(agent, 0) + repeats
             row.setdefault(AGENT_REF, {"name": agent})
-            for rollout in range(repeats):
+            for rollout in range(first, first + repeats):
                 try:
                     row[RCP] = with_seed(params, rollout, seed_top_level) if config.num_repeats_add_seed else params
                 except ExtraBodyError as exc:
                     raise checker.fail(line_no, f"responses_create_params.{exc}") from None
                 out.write(orjson.dumps(keyed(task, rollout, row)))
                 out.write(b"\n")
-    if plan.tasks == 0:
+        plan.tasks, plan.repeated_rows = grouper.tasks, grouper.repeated_rows
+        plan.rollouts_per_task = max(1, grouper.largest_task)
+    if plan.rows == 0:
         raise InputDataError(f"{input_path}: no rows (the file is empty)")
     plan.input_sha256 = digest.hexdigest()
     return plan

@@ -21,7 +21,10 @@ from nemo_gym.rollout_collection.prompt import PromptConfig
 def fingerprint(config: SharedRolloutCollectionConfig, agent_name: str | None, plan: InputPlan,
                 prompt: PromptConfig | None) -> dict[str, Any]:
     num_shards, shard_index = config.shard()
+    # Runs that wrote keys before repeated lines were grouped into one task have no such field: refused on resume.
+    grouping = {"grouped_repeated_rows": plan.repeated_rows} if plan.repeated_rows else {}
     return {
+        **grouping,
         "input_sha256": plan.input_sha256,
         "limit": config.limit,
         "num_repeats": config.num_repeats,
@@ -60,6 +63,7 @@ def write_manifest(path: Path, fp: dict[str, Any], input_path: str, plan: InputP
     manifest = {
         "fingerprint": fp,
         "input_jsonl_fpath": input_path,
+        "rows": plan.rows,
         "tasks": plan.tasks,
         "shard_tasks": plan.shard_tasks,
         "shard_rollouts": plan.shard_rollouts,

@@ -2,7 +2,8 @@
 
 Rollouts are logged while the run goes, as one table per chunk of rows, so a long run shows up in W&B at once and
 never builds one giant table in memory at the end. The run config goes up with secrets redacted; at the end the
-aggregate metrics become the run summary and the metrics file plus the HTML report an artifact.
+aggregate metrics are logged under NeMo Gym's names (also as the run summary) and the metrics file plus the HTML
+report become an artifact.
 A missing login is found before the first rollout, not after hours of collection.
 """
 
@@ -45,6 +46,18 @@ def _cell(value: Any) -> Any:
     return orjson.dumps(value).decode() if isinstance(value, (dict, list)) else value
 
 
+def wandb_metrics(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """NeMo Gym's W&B names: `<agent>/<metric>` for every agent metric, `key_metrics/<agent>/<metric>` for the
+    headline ones; scalar values only."""
+    metrics: dict[str, Any] = {}
+    for entry in summaries:
+        agent = entry["agent_ref"]["name"]
+        for section, prefix in (("agent_metrics", f"{agent}/"), ("key_metrics", f"key_metrics/{agent}/")):
+            metrics.update({prefix + key: value for key, value in (entry.get(section) or {}).items()
+                            if value is None or isinstance(value, (bool, int, float, str))})
+    return metrics
+
+
 class WandbUploader:
     """One W&B run for one collection run; `on_row` is the runner's per-rollout callback."""
 
@@ -78,8 +91,9 @@ class WandbUploader:
     def finish(self, summaries: list[dict[str, Any]], files: list[Path]) -> None:
         """Flush the last rows, put every agent's metrics in the summary, the files in an artifact, and close."""
         self.flush()
-        self.run.summary.update({f"{entry['agent_ref']['name']}/{key}": value
-                                 for entry in summaries for key, value in entry.get("agent_metrics", {}).items()})
+        metrics = wandb_metrics(summaries)
+        self.run.log(metrics)
+        self.run.summary.update(metrics)
         existing = [path for path in files if path.is_file()]
         if existing:
             artifact = self._wandb.Artifact(f"rollout-report-{self.run.id}", type="rollout_report")

@@ -70,7 +70,7 @@ def test_shards_partition_tasks(tmp_path: Path) -> None:
     seen = []
     for index in range(3):
         plan, rows = _expand(tmp_path, rows_in, agent_name="a", num_shards=3, shard_index=index)
-        assert plan.tasks == 10
+        assert plan.tasks == plan.rows == 10
         seen += [r["_ng_task_index"] for r in rows]
     assert sorted(seen) == list(range(10))
 
@@ -97,9 +97,11 @@ def test_prompt_config_builds_input(tmp_path: Path) -> None:
     ([_row(0)], {"agent_name": None}, "in.jsonl:1: row has no agent_ref and no +agent_name"),
     ([], {}, "no rows (the file is empty)"),
     ([b"", b"  "], {}, "no rows (the file is empty)"),
-    ([_row(0, _ng_task_index=3), _row(1, _ng_task_index=3)], {}, "in.jsonl:2: duplicate _ng_task_index 3"),
-    ([_row(0, _ng_task_index=3), _row(1)], {}, "in.jsonl:2: either every row or no row may set _ng_task_index"),
-    ([_row(0, _ng_task_index=-1)], {}, "_ng_task_index must be a non-negative integer"),
+    ([_row(0), _row(0, _ng_task_index=-1)], {}, "in.jsonl:2: _ng_task_index must be a non-negative integer"),
+    ([_row(0, _ng_task_index=None)], {},
+     "in.jsonl:1: _ng_task_index must be a non-negative integer below 2**63, got None"),
+    ([{"responses_create_params": {"input": "x", "temperature": "hot"}}], {},
+     "in.jsonl:1: responses_create_params.temperature must be a number or null, got 'hot'"),
     ([_row(0, _ng_task_index="3")], {}, "_ng_task_index must be a non-negative integer"),
 ])
 def test_invalid_rows_name_file_line_and_field(tmp_path: Path, rows, values, message) -> None:

@@ -68,7 +68,7 @@ def test_agent_and_task_statistics_match_brute_force() -> None:
     tokens = [r["tokens"] for r in rows if "tokens" in r]
     m = result.agent_metrics
     assert m["median/tokens"] == statistics.median(tokens) and m["mean/tokens"] == pytest.approx(np.mean(tokens))
-    assert m["std/tokens"] == pytest.approx(np.std(tokens)) and m["max/flag"] in (0.0, 1.0)
+    assert m["std/tokens"] == pytest.approx(np.std(tokens, ddof=1)) and m["max/flag"] in (0.0, 1.0)
     assert not any("text" in k or "nested" in k for k in m)
     groups = list(iter_groups(result.groups_path))
     assert [g["_ng_task_index"] for g in groups] == list(range(7))
@@ -76,7 +76,7 @@ def test_agent_and_task_statistics_match_brute_force() -> None:
         values = [r["tokens"] for r in rows if r["_ng_task_index"] == group["_ng_task_index"] and "tokens" in r]
         assert group["median/tokens"] == statistics.median(values)
         assert (group["min/tokens"], group["max/tokens"]) == (min(values), max(values))
-        assert group["std/tokens"] == pytest.approx(np.std(values))
+        assert group["std/tokens"] == pytest.approx(np.std(values, ddof=1))
         assert group["num_rollouts"] == 5
 
 

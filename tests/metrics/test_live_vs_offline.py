@@ -99,6 +99,8 @@ def test_wandb_offline_run_holds_rollouts_and_metrics(stack: Stack, tmp_path: Pa
     summary = {i.key: orjson.loads(i.value_json) for r in records if r.HasField("summary") for i in r.summary.update}
     assert summary["agent_a/num_rollouts"] == ROWS * REPEATS
     assert summary["agent_a/mean/reward"] == _metrics(out)[0]["agent_metrics"]["mean/reward"]
+    key_metrics = _metrics(out)[0]["key_metrics"]
+    assert key_metrics and all(summary[f"key_metrics/agent_a/{k}"] == v for k, v in key_metrics.items())
     config = {i.key: i.value_json for r in records if r.HasField("run") for i in r.run.config.update}
     assert "sk-secret-value" not in str(config) and "REDACTED" in config["responses_create_params"]
     assert orjson.loads(config["wandb_project"]) == "ng-test"

@@ -54,13 +54,31 @@ CASES = [
     Case("unknown_agent", _row() + _row(agent_ref={"name": "no_such_agent"}),
          ["{in}:2: unknown agent 'no_such_agent'", "example_single_tool_call_simple_agent"]),
     Case("agent_ref_wrong_type", _row(agent_ref="weather"), ["{in}:1: agent_ref must look like"]),
-    Case("duplicate_caller_task_index", _row(_ng_task_index=0) + _row(_ng_task_index=0),
-         ["{in}:2: duplicate _ng_task_index 0"]),
-    Case("negative_caller_task_index", _row(_ng_task_index=-1),
-         ["{in}:1: _ng_task_index must be a non-negative integer, got -1"]),
+    # Repeated task indices, and indices on some rows only, are valid (NeMo Gym's grouping): see below.
+    Case("negative_caller_task_index", _row() + _row(_ng_task_index=-1),
+         ["{in}:2: _ng_task_index must be a non-negative integer below 2**63, got -1"]),
     Case("string_caller_task_index", _row(_ng_task_index="7"),
-         ["{in}:1: _ng_task_index must be a non-negative integer, got '7'"]),
-    Case("task_index_on_some_rows", _row(_ng_task_index=0) + _row(), ["{in}:2: either every row or no row"]),
+         ["{in}:1: _ng_task_index must be a non-negative integer below 2**63, got '7'"]),
+    Case("float_caller_task_index", _row(_ng_task_index=1.5),
+         ["{in}:1: _ng_task_index must be a non-negative integer below 2**63, got 1.5"]),
+    Case("bool_caller_task_index", _row(_ng_task_index=True),
+         ["{in}:1: _ng_task_index must be a non-negative integer below 2**63, got True"]),
+    Case("null_caller_task_index", _row(_ng_task_index=None),
+         ["{in}:1: _ng_task_index must be a non-negative integer below 2**63, got None"]),
+    Case("temperature_string", _row() + _rcp({"input": "x", "temperature": "hot"}),
+         ["{in}:2: responses_create_params.temperature must be a number or null, got 'hot'"]),
+    Case("max_output_tokens_float", _rcp({"input": "x", "max_output_tokens": 64.5}),
+         ["{in}:1: responses_create_params.max_output_tokens must be an integer or null, got 64.5"]),
+    Case("top_p_bool", _rcp({"input": "x", "top_p": True}),
+         ["{in}:1: responses_create_params.top_p must be a number or null, got True"]),
+    Case("tool_choice_number", _rcp({"input": "x", "tool_choice": 3}),
+         ["{in}:1: responses_create_params.tool_choice must be a string or an object, got 3"]),
+    Case("truncation_unknown", _rcp({"input": "x", "truncation": "sometimes"}),
+         ["{in}:1: responses_create_params.truncation must be 'auto' or 'disabled' or null, got 'sometimes'"]),
+    Case("stream_true", _rcp({"input": "x", "stream": True}),
+         ["{in}:1: responses_create_params.stream must be false or null, got True"]),
+    Case("override_temperature_string", _row(), ["+responses_create_params.temperature must be a number", "'hot'"],
+         ["+responses_create_params.temperature=hot"]),
     Case("empty_file", b"", ["{in}: no rows"]),
     Case("whitespace_only_file", b"  \n\t\n\n", ["{in}: no rows"]),
     Case("bom_at_file_start", b"\xef\xbb\xbf" + _row(), ["{in}:1: malformed JSON", "byte order mark"]),
@@ -133,3 +151,20 @@ def test_huge_and_unusual_text_rows_are_collected_intact(reliability_stack: Reli
     for index, text in enumerate(odd):
         assert collected[index]["note"] == text and collected[index]["reward"] == 1.0
         assert collected[index]["expected_city"] == CITIES[index % len(CITIES)]
+
+
+@pytest.mark.timeout(60)
+def test_repeated_lines_and_some_caller_task_indices_are_grouped(reliability_stack: ReliabilityStack,
+                                                                 tmp_path: Path) -> None:
+    """Once refused as bad input, now NeMo Gym's rule: a repeated line samples its task again, and a caller's index
+    may repeat and sit on some rows only (here 0, which is also the first automatic index: they are one task)."""
+    paris, tokyo = _row("Paris?"), _row("Tokyo?")
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(paris + tokyo + paris + _row("Cairo?", _ng_task_index=0) + tokyo
+                       + _row("Lima?", _ng_task_index=9))
+    out = tmp_path / "r.jsonl"
+    result = run_cli("collect", reliability_stack.args(f"+input_jsonl_fpath={source}", f"+output_jsonl_fpath={out}",
+                                                       "+num_repeats=2"), tmp_path, timeout=50)
+    assert result.returncode == 0, result.stdout + result.stderr
+    keys = sorted((row["_ng_task_index"], row["_ng_rollout_index"]) for row in read_rows(out))
+    assert keys == [(0, r) for r in range(6)] + [(1, r) for r in range(4)] + [(9, 0), (9, 1)]

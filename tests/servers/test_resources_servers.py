@@ -185,7 +185,7 @@ def test_summarize_stats() -> None:
     rows = [{"reward": 1, "len": 10}, {"reward": 0.0, "len": 20}, {"reward": 1.0, "len": 30, "bad": math.nan}]
     metrics = summarize(rows)
     assert metrics["mean/reward"] == pytest.approx(2 / 3)
-    assert metrics["std/len"] == pytest.approx(math.sqrt(200 / 3))
+    assert metrics["std/len"] == pytest.approx(10.0)  # sample std, as NeMo Gym
     assert (metrics["min/len"], metrics["max/len"]) == (10, 30)
     assert not any(key.endswith("/bad") for key in metrics)
     assert summarize([]) == {}
@@ -201,7 +201,7 @@ def test_stats_merge_equals_stats_of_the_union_and_stay_precise() -> None:
     left.merge(right)
     merged, expected = left.as_metrics(), whole.as_metrics()
     mean = sum(values) / len(values)
-    exact_std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    exact_std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
     for key in expected:
         assert merged[key] == pytest.approx(expected[key], rel=1e-6)
     assert expected["std/x"] == pytest.approx(exact_std, rel=1e-6)

@@ -25,6 +25,22 @@ class SimpleAgentSettings(AgentSettings):
     """Model calls per rollout."""
 
 
+def _summed_usage(total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
+    """Token usage of the whole rollout, as NeMo Gym's simple agent reports it: every model call's counts added."""
+    if not isinstance(usage, dict):
+        return total
+    if total is None:
+        return orjson.loads(orjson.dumps(usage))
+    for key, value in usage.items():
+        if isinstance(value, dict) and isinstance(total.get(key), dict):
+            for sub, count in value.items():
+                if type(count) is int and type(total[key].get(sub, 0)) is int:
+                    total[key][sub] = total[key].get(sub, 0) + count
+        elif type(value) is int and type(total.get(key, 0)) is int:
+            total[key] = total.get(key, 0) + value
+    return total
+
+
 class SimpleAgent(AgentServer):
     """The model/tool loop between seed_session and verify."""
 
@@ -59,18 +75,21 @@ class SimpleAgent(AgentServer):
     async def run_loop(self, params: dict[str, Any], session_id: str) -> dict[str, Any]:
         """Call the model, run its tool calls, repeat until it answers without calls, stops early or `max_steps`.
 
-        Returns the last response with `output` = every output item of the rollout, tool outputs included.
+        Returns the last response with `output` = every output item of the rollout, tool outputs included, and
+        `usage` = the tokens of all its model calls.
         """
         items = input_items(params)
         allowed = _declared_tools(params)
         outputs: list[dict[str, Any]] = []
         response: dict[str, Any] = {}
+        usage = None
         for _ in range(self.max_steps):
             response = await self.call_model({**params, "input": items + outputs}, session_id)
+            usage = _summed_usage(usage, response.get("usage"))
             outputs.extend(response["output"])
             calls = function_calls(response)
             if not calls or response.get("status") == "incomplete":
                 break
             for call in calls:
                 outputs.append(await self._call_tool(call, allowed, session_id))
-        return {**response, "output": outputs}
+        return {**response, "output": outputs, "usage": usage}
