@@ -7,7 +7,6 @@ report become an artifact.
 A missing login is found before the first rollout, not after hours of collection.
 """
 
-import dataclasses
 import netrc
 import os
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import orjson
+from pydantic import BaseModel
 
 from nemo_gym.config.redact import redact_secrets
 from nemo_gym.errors import ConfigError
@@ -108,7 +108,7 @@ class WandbUploader:
         self.run.finish(exit_code=1)
 
 
-def start_wandb_upload(config: Any) -> WandbUploader:
+def start_wandb_upload(config: BaseModel) -> WandbUploader:
     """The uploader for a collection config (`wandb_project`, `wandb_name`, `wandb_entity`; the rest is logged)."""
-    return WandbUploader(config.wandb_project, config.wandb_name, config.wandb_entity, dataclasses.asdict(config),
+    return WandbUploader(config.wandb_project, config.wandb_name, config.wandb_entity, config.model_dump(mode="json"),
                          config.wandb_chunk_rows)
