@@ -24,10 +24,8 @@ from nemo_gym.metrics.estimators import (
     CATEGORY_LIMIT, bootstrap_ci, bootstrap_ci_of_categories, k_ladder, majority_at_k, pass_at_k,
 )
 from nemo_gym.metrics.spill import ValueFile
+from nemo_gym.run_format import INTERNAL_PREFIX, ROLLOUT_INDEX, TASK_INDEX
 
-TASK_INDEX = "_ng_task_index"
-ROLLOUT_INDEX = "_ng_rollout_index"
-INTERNAL_PREFIX = "_ng_"
 REWARD = "reward"
 EXTRACTED_ANSWER = "extracted_answer"
 CORRECT_REWARD = 1.0  # a rollout counts as correct for pass@k when its reward reaches full credit

@@ -27,14 +27,13 @@ from nemo_gym.metrics.accumulator import AgentAccumulator, AgentMetrics, compact
 from nemo_gym.metrics.report import AgentReport, write_report
 from nemo_gym.resources_servers.metrics import headline_metrics
 from nemo_gym.rollout_collection.shards import ReadStats, failures_sidecar, iter_unique_lines, read_failures
-from nemo_gym.rollout_collection.keys import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, row_key
+from nemo_gym.rollout_collection.keys import row_key
+from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, report_path
 from nemo_gym.server.client import ServerClient
 
 AGGREGATE_TIMEOUT_S = 1800.0
 _CHUNK_BYTES = 1 << 18
 _RETRY = RetryPolicy(max_attempts=3, backoff_base_s=1.0)
-METRICS_SUFFIX = "_aggregate_metrics.json"
-REPORT_SUFFIX = "_report.html"
 
 
 def _expand_input_glob(input_glob: str) -> list[str]:
@@ -50,12 +49,6 @@ def _expand_input_glob(input_glob: str) -> list[str]:
                 if os.path.isfile(path):
                     paths.setdefault(path, None)
     return list(paths)
-
-
-def report_path(metrics_path: Path) -> Path:
-    """`<stem>_report.html` next to `<stem>_aggregate_metrics.json`."""
-    name = metrics_path.name.removesuffix(METRICS_SUFFIX)
-    return metrics_path.with_name(name + REPORT_SUFFIX)
 
 
 def _agent_of(row: Any, line: bytes) -> str:

@@ -15,6 +15,14 @@ from typing import Any, Literal, Mapping, TypeVar, Union
 
 from nemo_gym.config.loader import COMMAND_LINE, GlobalConfig
 from nemo_gym.errors import ConfigError
+from nemo_gym.run_format import (
+    AGGREGATE_METRICS_SUFFIX,
+    FAILURES_SUFFIX,
+    MANIFEST_SUFFIX,
+    MATERIALIZED_INPUTS_SUFFIX,
+    prepared_inputs_suffix,
+    sidecar,
+)
 from nemo_gym.server.client import head_url_from_config
 
 REPEATS_DEFAULT_KEY = "_default"
@@ -139,11 +147,6 @@ def _slurm_shards() -> tuple[int, int]:
         ) from None
 
 
-def _sidecar(output: str, suffix: str) -> Path:
-    path = Path(output)
-    return path.with_name(f"{path.stem}{suffix}")
-
-
 @dataclass(frozen=True, kw_only=True)
 class SharedRolloutCollectionConfig(_FromGlobal):
     """What every collection command shares: where results go, how many run at once, how failures are handled."""
@@ -224,15 +227,15 @@ class SharedRolloutCollectionConfig(_FromGlobal):
 
     @property
     def materialized_jsonl_fpath(self) -> Path:
-        return _sidecar(self.output_jsonl_fpath, "_materialized_inputs.jsonl")
+        return sidecar(self.output_jsonl_fpath, MATERIALIZED_INPUTS_SUFFIX)
 
     @property
     def failures_jsonl_fpath(self) -> Path:
-        return _sidecar(self.output_jsonl_fpath, "_failures.jsonl")
+        return sidecar(self.output_jsonl_fpath, FAILURES_SUFFIX)
 
     @property
     def manifest_fpath(self) -> Path:
-        return _sidecar(self.output_jsonl_fpath, "_manifest.json")
+        return sidecar(self.output_jsonl_fpath, MANIFEST_SUFFIX)
 
     @property
     def aggregate_metrics_fpath(self) -> Path:
@@ -240,7 +243,7 @@ class SharedRolloutCollectionConfig(_FromGlobal):
 
 
 def aggregate_metrics_path(output_jsonl_fpath: str) -> Path:
-    return _sidecar(output_jsonl_fpath, "_aggregate_metrics.json")
+    return sidecar(output_jsonl_fpath, AGGREGATE_METRICS_SUFFIX)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,7 +268,7 @@ class E2ERolloutCollectionConfig(SharedRolloutCollectionConfig):
 
     @property
     def prepared_inputs_fpath(self) -> Path:
-        return _sidecar(self.output_jsonl_fpath, f"_{self.split}_inputs.jsonl")
+        return sidecar(self.output_jsonl_fpath, prepared_inputs_suffix(self.split))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,8 @@ from typing import Any
 from nemo_gym.errors import RolloutFailedError
 from nemo_gym.http_client import FAILURE_CLASSES, HttpClient, RequestFailed, RetryPolicy
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
-from nemo_gym.rollout_collection.keys import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, keyed
+from nemo_gym.rollout_collection.keys import keyed
+from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX
 
 _RETRYABLE = ("connect", "timeout", "http_5xx")
 _BACKOFF_MAX_S = 60.0

@@ -206,6 +206,14 @@ def render_scripts(
         "collect_args": _bash_array(request.forwarded),
         "aggregate_ng_run_args": _bash_array(aggregate_args),
         "common_functions": read_template(templates, COMMON_FUNCTIONS).strip(),
+        # The run's file names come from the layout; the collect job's shard is the shell's ${SHARD}.
+        "shard_log": str(layout.shard_log("%a")),
+        "aggregate_log": str(layout.aggregate_log),
+        "shard_output": str(layout.shard_output("${SHARD}")),
+        "done_marker": str(layout.done_marker("${SHARD}")),
+        "shard_outputs_glob": str(layout.shard_outputs_glob()),
+        "merged_output": str(layout.merged_output),
+        "summary": str(layout.summary),
     }
     return (
         render(read_template(templates, COLLECT_TEMPLATE), values),
@@ -295,9 +303,9 @@ def _submit(layout: RunLayout, shards: list[int], record: dict[str, Any], dry_ru
     entry["aggregate_job_id"] = _sbatch([*dependency_args, str(layout.aggregate_script)], dry_run)
     verb = "would submit" if dry_run else "submitted"
     if shards:
-        print(f"{verb} collect array {entry['collect_job_id']} (shards {array}) -> logs {layout.logs_dir}/shard<i>.log")
+        print(f"{verb} collect array {entry['collect_job_id']} (shards {array}) -> logs {layout.shard_log('<i>')}")
     print(f"{verb} aggregate job {entry['aggregate_job_id']} -> {layout.merged_output}, "
-          f"log {layout.logs_dir}/aggregate.log")
+          f"log {layout.aggregate_log}")
     if not dry_run:
         record["submissions"].append(entry)
         layout.submission.write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))

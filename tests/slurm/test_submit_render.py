@@ -19,10 +19,12 @@ def test_dry_run_renders_valid_requeue_safe_scripts(tmp_path: Path, monkeypatch:
     submit.main_args([*stub_args("run", 3, 2, 4), "+slurm.max_parallel=2", "+slurm.time=10", "+slurm.dry_run=true"])
     collect = (work / "run/slurm/collect.sbatch").read_text()
     for expected in ("#SBATCH --array=0-2%2", "#SBATCH --requeue", "#SBATCH --signal=B:TERM@60", "#SBATCH --time=10",
-                     "+resume_from_cache=true", "rollouts-shard${SHARD}-of${NUM_SHARDS}.jsonl", "trap "):
+                     "+resume_from_cache=true", f'OUTPUT="{work}/run/rollouts/rollouts-shard${{SHARD}}-of3.jsonl"',
+                     f'>"{work}/run/slurm/shard${{SHARD}}.done"', f"--output={work}/run/logs/shard%a.log", "trap "):
         assert expected in collect
     aggregate = (work / "run/slurm/aggregate.sbatch").read_text()
-    assert "rollouts-shard*-of${NUM_SHARDS}.jsonl" in aggregate
+    assert f'"+input_glob={work}/run/rollouts/rollouts-shard*-of3.jsonl"' in aggregate
+    assert f'"+output_jsonl_fpath={work}/run/rollouts.jsonl"' in aggregate
     for script in ("collect", "aggregate"):
         subprocess.run(["bash", "-n", str(work / f"run/slurm/{script}.sbatch")], check=True)
     assert not (work / "run/slurm/submission.json").exists()  # nothing was submitted
