@@ -1,10 +1,18 @@
-"""What every console script shares: one-line errors and a non-zero exit instead of tracebacks."""
+"""What every console script shares: one-line errors and a non-zero exit instead of tracebacks.
+
+Exit status: 2 for bad input (`NemoGymError`: fix the command), 1 for a downstream failure (`DownstreamError`: a
+server, the network or an external tool; the same command may succeed later), 130 when interrupted.
+"""
 
 import signal
 import sys
 from typing import Callable
 
-from nemo_gym.errors import NemoGymError
+from nemo_gym.errors import DownstreamError, NemoGymError
+
+EXIT_DOWNSTREAM = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 
 def run_cli(main: Callable[[list[str]], int | None]) -> None:
@@ -12,10 +20,13 @@ def run_cli(main: Callable[[list[str]], int | None]) -> None:
         code = main(sys.argv[1:])
     except NemoGymError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
+    except DownstreamError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_DOWNSTREAM)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     sys.exit(code or 0)
 
 

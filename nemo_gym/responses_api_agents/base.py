@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from nemo_gym.errors import NemoGymError
+from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.protocol import SESSION_HEADER
 from nemo_gym.server.base import BaseServer, HandlerError, error_response, json_route
@@ -97,6 +97,6 @@ class AgentServer(BaseServer):
             status, content = await self.http.forward(url, request.stream(), timeout_s=self.resources_timeout_s)
         except RequestFailed as exc:
             return error_response(502, exc.failure_class, exc.message, upstream_status=exc.status)
-        except NemoGymError as exc:
+        except (NemoGymError, DownstreamError) as exc:  # no head server, or no such resources server on it
             return error_response(502, "connect", str(exc))
         return Response(content, status_code=status, media_type="application/json")

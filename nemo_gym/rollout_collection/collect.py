@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from nemo_gym.errors import ConfigError, NemoGymError
+from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
 from nemo_gym.http_client import NO_RETRY, HttpClient
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
@@ -259,7 +259,7 @@ async def _aggregate(config: RolloutCollectionConfig, summary: CollectionSummary
         return  # nothing succeeded (or an empty shard): no metrics, and the failures already say why
     try:
         result = await aggregate_rollouts([config.output_path], config.aggregate_metrics_fpath, servers)
-    except NemoGymError as exc:
+    except (NemoGymError, DownstreamError) as exc:
         summary.aggregation_error = str(exc)
         return
     summary.aggregate_metrics_fpath = result.path

@@ -3,7 +3,7 @@
 from typing import Any
 
 from nemo_gym.http_client import HttpClient, RequestFailed
-from nemo_gym.errors import NemoGymError
+from nemo_gym.errors import DownstreamError, NemoGymError
 
 DEFAULT_HEAD_HOST = "127.0.0.1"
 DEFAULT_HEAD_PORT = 11000
@@ -28,7 +28,7 @@ class ServerClient:
             try:
                 listing = await self.http.get_json(f"{self.head_url}/servers", timeout_s=10)
             except RequestFailed as exc:
-                raise NemoGymError(
+                raise DownstreamError(
                     f"cannot reach the head server at {self.head_url} ({exc.message}); is `ng_run` running?"
                 ) from None
             self._servers = {entry["name"]: entry for entry in listing["servers"]}

@@ -30,7 +30,7 @@ from nemo_gym.config import load_global_config
 from nemo_gym.config.loader import parse_overrides
 from nemo_gym.config.redact import is_secret_key
 from nemo_gym.config.servers import ServerSpec
-from nemo_gym.errors import ConfigError, NemoGymError
+from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
 from nemo_gym.slurm.layout import RunLayout, submission_path
 from nemo_gym.slurm.templates import (
     AGGREGATE_TEMPLATE,
@@ -53,7 +53,11 @@ _SAFE_NAME = re.compile(r"^[\w.+-]+$")
 
 
 class SubmitError(NemoGymError):
-    """sbatch/squeue failed, or the run directory is in a state that cannot be submitted."""
+    """The run directory is in a state that cannot be submitted."""
+
+
+class SlurmCommandError(DownstreamError):
+    """sbatch, squeue or scancel failed, or is not installed."""
 
 
 @dataclass(frozen=True)
@@ -262,9 +266,9 @@ def _run(command: list[str]) -> str:
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except FileNotFoundError:
-        raise SubmitError(f"{command[0]} not found: is this a SLURM login node?") from None
+        raise SlurmCommandError(f"{command[0]} not found: is this a SLURM login node?") from None
     if done.returncode != 0:
-        raise SubmitError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
+        raise SlurmCommandError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
     return done.stdout
 
 
