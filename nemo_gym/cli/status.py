@@ -1,29 +1,21 @@
-"""ng_status: list the servers the head server knows and whether each answers /health."""
+"""ng_status: list the servers the head server knows and whether each answers /health.
 
-import httpx
+    ng_status +head_server.port=11000
 
-from nemo_gym.cli.common import print_table, run_cli
+Exit status: 0 every server is healthy, 1 one is not (or no head server answers). Scripts wait for a stack started
+with ng_run by polling this (or the head server's GET /status), never by reading ng_run's output.
+"""
+
+from nemo_gym.cli.common import EXIT_DOWNSTREAM, print_table, run_cli
 from nemo_gym.config import load_global_config
-from nemo_gym.errors import NemoGymError
-from nemo_gym.server.client import head_url_from_config
+from nemo_gym.server.client import fetch_status, head_url_from_config
 
 
 def main_args(argv: list[str]) -> int:
     head_url = head_url_from_config(load_global_config(argv, require_complete=False).values)
-    with httpx.Client(timeout=5.0, trust_env=False) as client:
-        try:
-            servers = client.get(f"{head_url}/servers").json()["servers"]
-        except httpx.TransportError as exc:
-            raise NemoGymError(f"no head server at {head_url} ({type(exc).__name__}); is `ng_run` running?") from None
-        rows = []
-        for server in servers:
-            try:
-                status = client.get(f"{server['url']}/health").json().get("status", "?")
-            except (httpx.TransportError, ValueError):
-                status = "unreachable"
-            rows.append({**server, "health": status})
-    print_table(rows, ["name", "kind", "implementation", "url", "health"])
-    return 0 if all(r["health"] == "ok" for r in rows) else 1
+    status = fetch_status(head_url)
+    print_table(status["servers"], ["name", "kind", "implementation", "url", "health"])
+    return 0 if status["all_healthy"] else EXIT_DOWNSTREAM
 
 
 def main() -> None:

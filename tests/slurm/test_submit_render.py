@@ -80,15 +80,19 @@ def test_summary_gates_incomplete_shards_and_checks_the_merge(tmp_path: Path) ->
 
 
 def test_server_start_retries_when_a_port_was_taken(tmp_path: Path) -> None:
-    # A stand-in ng_run: the first start finds its port taken, the second comes up and stays until stopped.
+    # A stand-in ng_run: the first start finds its port taken, the second comes up and stays until stopped; the
+    # stand-in ng_status says healthy once it is up (the job script asks ng_status, it never reads ng_run's output).
     fake = tmp_path / "bin" / "ng_run"
     fake.parent.mkdir()
     fake.write_text(
         "#!/usr/bin/env bash\n"
         f"if [[ ! -e {tmp_path}/tried ]]; then touch {tmp_path}/tried; echo 'port 1 is already in use'; exit 2; fi\n"
-        "echo 'all servers healthy'; exec sleep 30\n"
+        f"touch {tmp_path}/up; exec sleep 30\n"
     )
     fake.chmod(0o755)
+    status = tmp_path / "bin" / "ng_status"
+    status.write_text(f"#!/usr/bin/env bash\n[[ -e {tmp_path}/up ]]\n")
+    status.chmod(0o755)
     script = (
         f"NG_PYTHON={sys.executable}; NG_STARTUP_TIMEOUT_S=10; PATH={fake.parent}:$PATH\n"
         f"source {DEFAULT_TEMPLATES_DIR / 'common.sh'}\n"
