@@ -1,6 +1,7 @@
 """ng_run: start the head server and every configured server, print where they are, stop them all on exit.
 
-    ng_run "+config_paths=[configs/math.yaml,configs/vllm_model.yaml]" +policy_base_url=http://127.0.0.1:8000/v1
+    ng_run "+config_paths=[nemo_gym/resources_servers/math/configs/math.yaml,configs/vllm_model.yaml]" \
+        +policy_base_url=http://127.0.0.1:8000/v1
 
 Exit status: 0 stopped by a signal, 1 a server failed to start or exited, 2 bad config. `ng_status` (or the head
 server's GET /status) says when every server is healthy.

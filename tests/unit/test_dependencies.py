@@ -1,8 +1,8 @@
 """pyproject's runtime dependencies are exactly the distributions the shipped code imports: nothing undeclared
 (a fresh install would fail at import time), nothing declared and unused (every user would install it for nothing).
 
-The shipped code is nemo_gym/ and the benchmark folders ng_prepare_benchmark runs (benchmarks/<name>/*.py; the
-benchmarks/perf harness is development tooling, covered by the dev extra).
+The shipped code is nemo_gym/ (without each server's tests/ folder) and the benchmark folders ng_prepare_benchmark
+runs (benchmarks/<name>/*.py; the benchmarks/perf harness is development tooling, covered by the dev extra).
 """
 
 import ast
@@ -30,8 +30,10 @@ def _declared(group: str | None = None) -> set[str]:
 
 
 def _shipped_sources() -> list[Path]:
+    # A server's tests/ folder is not shipped (pyproject excludes it from the wheel): its imports are dev ones.
+    package = [p for p in (REPO / "nemo_gym").rglob("*.py") if "tests" not in p.relative_to(REPO).parts]
     benchmarks = [p for p in (REPO / "benchmarks").glob("*/*.py") if p.parent.name != "perf"]
-    return sorted((REPO / "nemo_gym").rglob("*.py")) + sorted(benchmarks)
+    return sorted(package) + sorted(benchmarks)
 
 
 def _top_level_imports(path: Path) -> set[str]:
