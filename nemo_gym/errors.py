@@ -1,8 +1,10 @@
-"""User-facing errors.
+"""User-facing errors, in two families that the command-line tools tell apart by exit status.
 
 Every error a user can cause by input (config, data, command line) is a `NemoGymError`: the CLI prints its message
-as one line and exits non-zero instead of showing a traceback. `RolloutFailedError` is what the Python API raises
-for a rollout the infrastructure could not complete.
+as one line and exits 2 (fix the command; running it again as it is cannot help). Every failure of something the
+input did not cause (a server, the network, an external tool) is a `DownstreamError`: one line and exit 1 (the same
+command may succeed later). `RolloutFailedError` is what the Python API raises for a rollout the infrastructure
+could not complete.
 """
 
 
@@ -23,7 +25,11 @@ class InputDataError(NemoGymError):
     """An input JSONL file is malformed or a row is invalid."""
 
 
-class RolloutFailedError(Exception):
+class DownstreamError(Exception):
+    """A server, the network or an external tool failed; the user's input may be fine."""
+
+
+class RolloutFailedError(DownstreamError):
     """A rollout still failed after its attempts; raised by the Python API instead of ever inventing a result.
 
     Not a `NemoGymError`: the input may be fine, the infrastructure (agent, model, environment) failed. The

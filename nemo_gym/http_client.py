@@ -1,66 +1,29 @@
 """The one HTTP client for every server-to-server call.
 
 Pooled connections, a connect and a read timeout on every request, and bounded retries with exponential backoff and
-jitter for failures that a retry can fix (connection errors, timeouts, 5xx, 429). Whatever still fails raises
-`RequestFailed` carrying a failure class, so callers record the failure instead of guessing at it.
+jitter for failures that a retry can fix (`nemo_gym.failures.is_retryable`: connection errors, timeouts, 5xx, 429).
+Whatever still fails raises `RequestFailed` carrying a failure class, so callers record the failure instead of
+guessing at it.
 """
 
 import asyncio
-import random
-from dataclasses import dataclass
-from typing import Any, AsyncIterable, Literal
+from typing import Any, AsyncIterable, Awaitable, Callable
 
 import aiohttp
 import orjson
 
-FailureClass = Literal["connect", "timeout", "http_5xx", "http_4xx", "invalid_response", "agent_error"]
-FAILURE_CLASSES: tuple[str, ...] = ("connect", "timeout", "http_5xx", "http_4xx", "invalid_response", "agent_error")
+# The failure types are nemo_gym.failures'; callers of the client may take them from here.
+from nemo_gym.failures import (  # noqa: F401
+    FAILURE_CLASSES,
+    NO_RETRY,
+    FailureClass,
+    RequestFailed,
+    RetryPolicy,
+    is_retryable,
+)
 
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how patiently to retry a request that failed for a retryable reason."""
-
-    max_attempts: int = 3
-    backoff_base_s: float = 0.2
-    backoff_max_s: float = 5.0
-
-    def delay(self, attempt: int) -> float:
-        """Full-jitter exponential backoff: spreads retries of many concurrent requests apart."""
-        return random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1)))
-
-
-NO_RETRY = RetryPolicy(max_attempts=1)
-
-
-class RequestFailed(Exception):
-    """A request that failed after its last attempt."""
-
-    def __init__(
-        self,
-        failure_class: str,
-        message: str,
-        *,
-        url: str = "",
-        status: int | None = None,
-        attempts: int = 1,
-        body: Any = None,
-    ) -> None:
-        super().__init__(message)
-        self.failure_class = failure_class
-        self.message = message
-        self.url = url
-        self.status = status
-        self.attempts = attempts
-        self.body = body
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "failure_class": self.failure_class,
-            "message": self.message,
-            "status": self.status,
-            "attempts": self.attempts,
-        }
+# A request body: bytes, or a stream of chunks.
+Body = bytes | AsyncIterable[bytes] | None
 
 
 def _error_body(content: bytes) -> Any:
@@ -81,12 +44,6 @@ def _transport_failure(exc: BaseException, url: str) -> RequestFailed:
     else:
         kind = "connect"  # refused, reset, or disconnected before the reply: a retry may reach a healthy server
     return RequestFailed(kind, f"{type(exc).__name__} calling {url}: {exc}", url=url)
-
-
-def _retryable(exc: RequestFailed) -> bool:
-    if exc.failure_class in ("connect", "timeout", "http_5xx"):
-        return True
-    return exc.status == 429
 
 
 class HttpClient:
@@ -145,15 +102,31 @@ class HttpClient:
         retry: RetryPolicy | None = None,
     ) -> Any:
         """Send `body` as JSON and return the decoded JSON reply, retrying per `retry`."""
+        content = orjson.dumps(body) if body is not None else None
+        return await self._with_retries(retry, lambda: self._once(method, url, content, headers, timeout_s))
+
+    async def post_json_stream(
+        self,
+        url: str,
+        body: Callable[[], bytes | AsyncIterable[bytes]],
+        *,
+        timeout_s: float | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Any:
+        """POST `body()` and return the decoded JSON reply, retrying per `retry`. A streamed body cannot be sent
+        twice, so `body` is called again for each attempt (e.g. a generator that makes a second pass over files)."""
+        return await self._with_retries(retry, lambda: self._once("POST", url, body(), None, timeout_s))
+
+    async def _with_retries(self, retry: RetryPolicy | None, attempt_once: Callable[[], Awaitable[Any]]) -> Any:
         policy = retry or self.retry
         attempt = 0
         while True:
             attempt += 1
             try:
-                return await self._once(method, url, body, headers, timeout_s)
+                return await attempt_once()
             except RequestFailed as exc:
                 exc.attempts = attempt
-                if attempt >= policy.max_attempts or not _retryable(exc):
+                if attempt >= policy.max_attempts or not is_retryable(exc):
                     raise
             await asyncio.sleep(policy.delay(attempt))
 
@@ -180,12 +153,11 @@ class HttpClient:
         return aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s, sock_read=timeout_s)
 
     async def _once(
-        self, method: str, url: str, body: Any, headers: dict[str, str] | None, timeout_s: float | None
+        self, method: str, url: str, content: Body, headers: dict[str, str] | None, timeout_s: float | None
     ) -> Any:
         all_headers = {"content-type": "application/json"}
         if headers:
             all_headers.update(headers)
-        content = orjson.dumps(body) if body is not None else None
         try:
             async with self._client().request(
                 method, url, data=content, headers=all_headers, timeout=self._timeout_for(timeout_s)

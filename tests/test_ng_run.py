@@ -71,6 +71,43 @@ def test_servers_answer_and_head_redacts_secrets(tmp_path: Path) -> None:
     assert "sk-do-not-leak-42" not in logs
 
 
+def _ng_status(head_url: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from nemo_gym.cli.status import main; main()",
+                           f"+head_server.port={head_url.rsplit(':', 1)[1]}"], capture_output=True, text=True, timeout=60)
+
+
+def test_status_says_healthy_only_once_every_server_is(tmp_path: Path) -> None:
+    # The head server's /status (and ng_status) is how scripts wait for a stack: never a line of ng_run's output.
+    (tmp_path / "c.yaml").write_text(TWO_SERVERS + "      ready_after_s: 20\n")
+    head_url = f"http://127.0.0.1:{free_port()}"
+    popen = subprocess.Popen([sys.executable, "-c", "from nemo_gym.cli.run import main; main()", "+config_paths=[c.yaml]",
+                              "+policy_api_key=k", f"+head_server.port={head_url.rsplit(':', 1)[1]}"],
+                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        seen, checked_unhealthy, deadline = [], False, time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                status = httpx.get(f"{head_url}/status", trust_env=False, timeout=10).json()
+            except httpx.TransportError:
+                time.sleep(0.2)
+                continue
+            health = {s["name"]: s["health"] for s in status["servers"]}
+            seen.append((status["all_healthy"], health["echo_b"]))
+            if status["all_healthy"]:
+                break
+            if not checked_unhealthy:
+                assert _ng_status(head_url).returncode == 1  # not healthy yet: exit 1
+                checked_unhealthy = True
+            time.sleep(0.5)
+        assert seen[-1] == (True, "ok") and all(not ok for ok, _ in seen[:-1]), seen
+        assert any(b == "starting" for _, b in seen), seen  # echo_b answered 503 before it was ready
+        done = _ng_status(head_url)
+        assert done.returncode == 0 and "echo_b" in done.stdout, done.stdout + done.stderr
+    finally:
+        popen.terminate()
+        popen.wait(timeout=60)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_stop_leaves_no_child_process(tmp_path: Path, sig: signal.Signals) -> None:
     (tmp_path / "c.yaml").write_text(TWO_SERVERS)
@@ -124,7 +161,7 @@ def test_port_already_taken_is_one_line(tmp_path: Path) -> None:
 def test_server_that_fails_to_start_is_named_with_its_log(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text(TWO_SERVERS + "      crash_on_start: true\n")
     result = _ng_run(["+config_paths=[c.yaml]", "+policy_api_key=k", f"+head_server.port={free_port()}"], tmp_path)
-    assert result.returncode == 2
+    assert result.returncode == 1  # a server failed, not the command line
     first = result.stderr.splitlines()[0]
     assert "server 'echo_b' exited" in first and "echo_b.log" in first
     assert "crash_on_start is set" in result.stderr

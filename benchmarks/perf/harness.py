@@ -20,6 +20,7 @@ from nemo_gym.server.ng_run_process import ng_run_process
 from nemo_gym.server.supervisor import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+WEATHER_CONFIG = "nemo_gym/resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml"
 STUB_CHAT = REPO_ROOT / "benchmarks" / "perf" / "stub_chat.py"
 FAULT_AGENT = REPO_ROOT / "tests" / "collection" / "apps" / "fault_agent.py"
 WEATHER_AGENT = "example_single_tool_call_simple_agent"
@@ -133,7 +134,7 @@ def weather_stack(workdir: Path, model_base_url: str | None = None, model_name: 
         config["stub_chat"] = {"responses_api_models": {"stub_chat": {"entrypoint": str(STUB_CHAT), "port": stub_port}}}
         model_base_url = f"http://127.0.0.1:{stub_port}/v1"
     overrides = (f"+policy_base_url={model_base_url}", "+policy_api_key=none", f"+policy_model_name={model_name}")
-    with ng_run(workdir, config, ("configs/example_single_tool_call.yaml", "configs/vllm_model.yaml"), overrides) as s:
+    with ng_run(workdir, config, (WEATHER_CONFIG, "configs/vllm_model.yaml"), overrides) as s:
         yield s
 
 

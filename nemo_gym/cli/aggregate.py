@@ -7,6 +7,9 @@ their outstanding failures to <output stem>_failures.jsonl. Identical copies of 
 differing copies are an error naming both files. Metrics are computed exactly as at the end of ng_collect_rollouts
 (library metrics plus each environment's, through its agent's /aggregate_metrics: servers must be running) and go to
 <output stem>_aggregate_metrics.json and <output stem>_report.html.
+
+Exit status: 0 done, 1 a server failed or could not be reached (run it again once they are up), 2 bad input (no
+matching files, malformed rows, shards from different runs).
 """
 
 from nemo_gym.cli.common import CommandHelp, run_cli

@@ -3,8 +3,9 @@
     ng_collect_rollouts +agent_name=math_simple_agent +input_jsonl_fpath=data/x.jsonl \
         +output_jsonl_fpath=out/r.jsonl +num_repeats=4 +num_samples_in_parallel=64
 
-Exit status: 0 all rollouts collected, 1 some failed (see <stem>_failures.jsonl) or aggregation failed,
-2 bad config or input (nothing was run), 130 interrupted (resume with +resume_from_cache=true).
+Exit status: 0 all rollouts collected, 1 some failed (see <stem>_failures.jsonl), aggregation failed or a server
+(the head server included) could not be reached, 2 bad config or input (nothing was run), 130 interrupted (resume
+with +resume_from_cache=true).
 """
 
 from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_c

@@ -1,7 +1,8 @@
 """What every console script shares: `--help` from its typed settings, one-line errors, and exit statuses.
 
-Exit status: 0 success, 1 the work failed downstream (a rollout, a server), 2 bad input (config, data, command
-line: nothing was run), 130 interrupted.
+Exit status: 0 success; 2 bad input (`NemoGymError`: config, data, command line — fix the command, nothing was run);
+1 a downstream failure (`DownstreamError`: a rollout, a server, the network or an external tool; the same command
+may succeed later); 130 interrupted.
 """
 
 import signal
@@ -12,7 +13,11 @@ from typing import Callable
 from pydantic import BaseModel
 
 from nemo_gym.config.help import help_lines
-from nemo_gym.errors import NemoGymError
+from nemo_gym.errors import DownstreamError, NemoGymError
+
+EXIT_DOWNSTREAM = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 HELP_FLAGS = ("-h", "--help")
 
@@ -46,10 +51,13 @@ def run_cli(main: Callable[[list[str]], int | None], command_help: CommandHelp |
         code = main(sys.argv[1:])
     except NemoGymError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
+    except DownstreamError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_DOWNSTREAM)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     sys.exit(code or 0)
 
 

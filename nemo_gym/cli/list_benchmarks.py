@@ -3,12 +3,12 @@
     ng_list_benchmarks
 
 A dataset not prepared yet shows as `not prepared` (run ng_prepare_benchmark +benchmark=<name>). A benchmark whose
-config.yaml cannot be read is listed with the error, and the exit status is 1.
+config.yaml cannot be read is listed with the error, and the exit status is 2 (bad input).
 """
 
 from nemo_gym.benchmark_layout import BenchmarkInfo, describe, find_benchmarks
 from nemo_gym.benchmark_layout.discover import candidate_dirs, shown
-from nemo_gym.cli.common import CommandHelp, print_table, run_cli
+from nemo_gym.cli.common import EXIT_BAD_INPUT, CommandHelp, print_table, run_cli
 from nemo_gym.errors import ConfigError, NemoGymError
 
 
@@ -35,7 +35,7 @@ def main_args(argv: list[str]) -> int:
             row.update(environment="?", splits=f"error: {exc}")
         rows.append(row)
     print_table(rows, ["name", "environment", "splits", "path"])
-    return 1 if broken else 0
+    return EXIT_BAD_INPUT if broken else 0
 
 
 HELP = CommandHelp("ng_list_benchmarks", __doc__)

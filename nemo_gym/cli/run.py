@@ -1,6 +1,10 @@
 """ng_run: start the head server and every configured server, print where they are, stop them all on exit.
 
-    ng_run "+config_paths=[configs/math.yaml,configs/vllm_model.yaml]" +policy_base_url=http://127.0.0.1:8000/v1
+    ng_run "+config_paths=[nemo_gym/resources_servers/math/configs/math.yaml,configs/vllm_model.yaml]" \
+        +policy_base_url=http://127.0.0.1:8000/v1
+
+Exit status: 0 stopped by a signal, 1 a server failed to start or exited, 2 bad config. `ng_status` (or the head
+server's GET /status) says when every server is healthy.
 """
 
 import signal
@@ -8,10 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from nemo_gym.cli.common import CommandHelp, print_table, run_cli
+from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli
 from nemo_gym.config import load_global_config
 from nemo_gym.config.global_settings import RunSettings
 from nemo_gym.config.typed import build
+from nemo_gym.errors import ConfigError
 from nemo_gym.server.supervisor import Supervisor
 
 
@@ -27,8 +32,7 @@ def main_args(argv: list[str]) -> int:
     config = load_global_config(argv)
     settings = build(RunSettings, config.values)
     if not config.servers():
-        print("error: the config defines no servers (pass +config_paths=[...])", file=sys.stderr)
-        return 2
+        raise ConfigError("the config defines no servers (pass +config_paths=[...])")
     log_dir = Path(settings.log_dir or Path("ng_logs") / time.strftime("%Y%m%d-%H%M%S"))
     supervisor = Supervisor(config, log_dir)
     signal.signal(signal.SIGTERM, _raise_stop)
@@ -45,7 +49,7 @@ def main_args(argv: list[str]) -> int:
             time.sleep(0.5)
         print(f"error: server '{dead.spec.name}' exited with code {dead.popen.returncode}; log {dead.log_path}",
               file=sys.stderr)
-        return 1
+        return EXIT_DOWNSTREAM
     except _Stop as stop:
         print(f"received {stop}, stopping servers ...", flush=True)
         return 0

@@ -1,18 +1,21 @@
-"""ng_status: list the servers the head server knows (ours or NeMo Gym 0.4.0's) and whether each answers."""
+"""ng_status: list the servers the head server knows (ours or NeMo Gym 0.4.0's) and whether each answers.
+
+    ng_status +head_server.port=11000
+
+Exit status: 0 every server is healthy, 1 one is not (or no head server answers). Scripts wait for a stack started
+with ng_run by polling this (or our head server's GET /status), never by reading ng_run's output.
+"""
 
 import asyncio
 
 import httpx
 
-from nemo_gym.cli.common import CommandHelp, print_table, run_cli
+from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli
 from nemo_gym.compat.head_detect import NATIVE, HeadListing, detect_head
 from nemo_gym.config import load_global_config
 from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.http_client import NO_RETRY, HttpClient
-from nemo_gym.server.client import head_url_from_config
-
-# NeMo Gym's servers answer liveness at `/`, ours at `/health`.
-_HEALTH_PATH = {NATIVE: "/health"}
+from nemo_gym.server.client import fetch_status, head_url_from_config
 
 
 async def _listing(head_url: str) -> HeadListing:
@@ -23,20 +26,30 @@ async def _listing(head_url: str) -> HeadListing:
         await http.aclose()
 
 
+def _probe_liveness(servers: list[dict]) -> list[dict]:
+    """NeMo Gym's servers have no /health; each answers liveness at `/`."""
+    rows = []
+    with httpx.Client(timeout=5.0, trust_env=False) as client:
+        for server in servers:
+            try:
+                health = client.get(f"{server['url']}/").json().get("status", "?")
+            except (httpx.TransportError, ValueError):
+                health = "unreachable"
+            rows.append({**server, "health": health})
+    return rows
+
+
 def main_args(argv: list[str]) -> int:
     head_url = head_url_from_config(load_global_config(argv, require_complete=False).values)
     listing = asyncio.run(_listing(head_url))  # a one-line error when there is no head server
-    health_path = _HEALTH_PATH.get(listing.kind, "/")
-    rows = []
-    with httpx.Client(timeout=5.0, trust_env=False) as client:
-        for server in listing.servers:
-            try:
-                status = client.get(f"{server['url']}{health_path}").json().get("status", "?")
-            except (httpx.TransportError, ValueError):
-                status = "unreachable"
-            rows.append({**server, "health": status})
+    if listing.kind == NATIVE:
+        status = fetch_status(head_url)  # our head server checks every server's /health itself
+        rows, healthy = status["servers"], status["all_healthy"]
+    else:
+        rows = _probe_liveness(listing.servers)
+        healthy = all(row["health"] == "ok" for row in rows)
     print_table(rows, ["name", "kind", "implementation", "url", "health"])
-    return 0 if all(r["health"] == "ok" for r in rows) else 1
+    return 0 if healthy else EXIT_DOWNSTREAM
 
 
 HELP = CommandHelp("ng_status", __doc__, [("Options", LoaderSettings, "")])

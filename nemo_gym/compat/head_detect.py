@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import yaml
 
-from nemo_gym.errors import NemoGymError
+from nemo_gym.errors import DownstreamError
 from nemo_gym.http_client import HttpClient, RequestFailed
 
 HeadKind = Literal["native", "nemo_gym"]
@@ -20,7 +20,7 @@ NEMO_GYM: HeadKind = "nemo_gym"
 _TIMEOUT_S = 10.0
 
 
-class HeadServerError(NemoGymError):
+class HeadServerError(DownstreamError):
     """The head server is unreachable or answers in neither known shape."""
 
 

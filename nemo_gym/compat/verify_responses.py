@@ -11,6 +11,7 @@ from typing import Any, AsyncIterator, Callable, Iterable
 import orjson
 
 from nemo_gym.errors import NemoGymError
+from nemo_gym.failures import RequestFailed
 
 VERIFY_RESPONSES = "verify_responses"
 _HEAVY_FIELDS = ("response", "responses_create_params")
@@ -18,7 +19,7 @@ _CHUNK_BYTES = 1 << 18
 
 
 class VerifyResponsesError(NemoGymError):
-    """A `verify_responses` body or an `/aggregate_metrics` answer that breaks NeMo Gym's format."""
+    """A `verify_responses` body that breaks NeMo Gym's format."""
 
 
 def verify_response_rows(body: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -67,10 +68,12 @@ def verify_responses_body(lines: Callable[[], Iterable[bytes]],
 
 def check_answer(answer: Any, url: str) -> dict[str, Any]:
     """NeMo Gym's AggregateMetrics answer, checked: every field optional, each of its declared type."""
+    # A malformed answer is the server's fault (downstream), like any other invalid response.
     if not isinstance(answer, dict):
-        raise VerifyResponsesError(f"{url} did not answer /aggregate_metrics with a JSON object")
+        raise RequestFailed("invalid_response", f"{url} did not answer /aggregate_metrics with a JSON object", url=url)
     for key, kind in (("agent_metrics", dict), ("key_metrics", dict), ("group_level_metrics", list)):
         if answer.get(key) is not None and not isinstance(answer[key], kind):
-            raise VerifyResponsesError(f"{url}: '{key}' of the /aggregate_metrics answer must be a {kind.__name__}")
+            raise RequestFailed("invalid_response",
+                                f"{url}: '{key}' of the /aggregate_metrics answer must be a {kind.__name__}", url=url)
     return answer
 

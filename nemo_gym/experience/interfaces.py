@@ -10,8 +10,10 @@ from typing import Any, NotRequired, Optional, TypedDict
 
 import torch
 
-NEMO_GYM_TASK_INDEX_KEY = "_ng_task_index"
-NEMO_GYM_ROLLOUT_INDEX_KEY = "_ng_rollout_index"
+from nemo_gym.run_format import ROLLOUT_INDEX, TASK_INDEX
+
+NEMO_GYM_TASK_INDEX_KEY = TASK_INDEX
+NEMO_GYM_ROLLOUT_INDEX_KEY = ROLLOUT_INDEX
 
 
 class LLMMessage(TypedDict):

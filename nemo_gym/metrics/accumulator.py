@@ -25,10 +25,8 @@ from nemo_gym.metrics.estimators import (
 )
 from nemo_gym.metrics.reference_scores import ReferenceScores
 from nemo_gym.metrics.spill import ValueFile
+from nemo_gym.run_format import INTERNAL_PREFIX, ROLLOUT_INDEX, TASK_INDEX
 
-TASK_INDEX = "_ng_task_index"
-ROLLOUT_INDEX = "_ng_rollout_index"
-INTERNAL_PREFIX = "_ng_"
 REWARD = "reward"
 RESPONSE, USAGE = "response", "usage"
 EXTRACTED_ANSWER = "extracted_answer"

@@ -10,8 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-INTERNAL_PREFIX = "_ng_"
-TASK_INDEX_KEY = "_ng_task_index"
+from nemo_gym.run_format import INTERNAL_PREFIX, TASK_INDEX
 
 
 @dataclass
@@ -97,12 +96,12 @@ def group_mean_reward(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """`[{"_ng_task_index": i, "mean/reward": ...}]` per task, in task order; rows without a task index are skipped."""
     groups: dict[int, FieldStats] = defaultdict(FieldStats)
     for row in rows:
-        task = row.get(TASK_INDEX_KEY)
+        task = row.get(TASK_INDEX)
         reward = row.get("reward")
         if task is None or not isinstance(reward, (int, float)):
             continue
         groups[int(task)].add(float(reward))
-    return [{TASK_INDEX_KEY: task, "mean/reward": groups[task].mean} for task in sorted(groups)]
+    return [{TASK_INDEX: task, "mean/reward": groups[task].mean} for task in sorted(groups)]
 
 
 def mean_reward_by(rows: Iterable[dict[str, Any]], field: str) -> dict[str, float]:

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from pydantic import Field
 
-from nemo_gym.errors import NemoGymError
+from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.protocol import SESSION_HEADER
 from nemo_gym.server.base import (
@@ -121,6 +121,6 @@ class AgentServer(BaseServer):
             status, content = await self.http.forward(url, request.stream(), timeout_s=self.resources_timeout_s)
         except RequestFailed as exc:
             return error_response(502, exc.failure_class, exc.message, upstream_status=exc.status)
-        except NemoGymError as exc:
+        except (NemoGymError, DownstreamError) as exc:  # no head server, or no such resources server on it
             return error_response(502, "connect", str(exc))
         return Response(content, status_code=status, media_type="application/json")

@@ -9,34 +9,32 @@ gets the compact rows too (keys and scalar fields, no transcripts), as one reque
 over the files. The environment's answer is merged over the library's numbers.
 """
 
-import asyncio
 import glob
 import os
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, BinaryIO, Callable, Iterator, Sequence
+from typing import Any, AsyncIterator, BinaryIO, Iterator, Sequence
 
-import aiohttp
 import orjson
 
 from nemo_gym.compat.head_detect import NEMO_GYM
 from nemo_gym.compat.verify_responses import check_answer, verify_responses_body
 from nemo_gym.errors import InputDataError, NemoGymError
-from nemo_gym.http_client import RetryPolicy
+from nemo_gym.failures import RequestFailed, RetryPolicy
+from nemo_gym.http_client import HttpClient
 from nemo_gym.metrics.accumulator import AgentAccumulator, AgentMetrics, compact_row, iter_groups
 from nemo_gym.metrics.report import AgentReport, write_report
 from nemo_gym.resources_servers.metrics import headline_metrics
 from nemo_gym.rollout_collection.shards import ReadStats, failures_sidecar, iter_unique_lines, read_failures
-from nemo_gym.rollout_collection.keys import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, row_key
+from nemo_gym.rollout_collection.keys import row_key
+from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, report_path
 from nemo_gym.server.client import ServerClient
 
 AGGREGATE_TIMEOUT_S = 1800.0
 _CHUNK_BYTES = 1 << 18
 _RETRY = RetryPolicy(max_attempts=3, backoff_base_s=1.0)
-METRICS_SUFFIX = "_aggregate_metrics.json"
-REPORT_SUFFIX = "_report.html"
 
 
 def _expand_input_glob(input_glob: str) -> list[str]:
@@ -52,12 +50,6 @@ def _expand_input_glob(input_glob: str) -> list[str]:
                 if os.path.isfile(path):
                     paths.setdefault(path, None)
     return list(paths)
-
-
-def report_path(metrics_path: Path) -> Path:
-    """`<stem>_report.html` next to `<stem>_aggregate_metrics.json`."""
-    name = metrics_path.name.removesuffix(METRICS_SUFFIX)
-    return metrics_path.with_name(name + REPORT_SUFFIX)
 
 
 def _agent_of(row: Any, line: bytes) -> str:
@@ -91,49 +83,26 @@ def _rows_body(files: Sequence[Path], agent: str, agent_metrics: dict[str, float
     return chunks()
 
 
-async def _post(client: aiohttp.ClientSession, url: str, body: Callable[[], bytes | AsyncIterator[bytes]]) -> Any:
-    """POST `body()` (called again for each attempt) and return the JSON answer; retries connection failures and
-    5xx."""
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            headers = {"content-type": "application/json"}
-            async with client.post(url, data=body(), headers=headers) as response:
-                content = await response.read()
-                if response.status < 400:
-                    try:
-                        return orjson.loads(content)
-                    except orjson.JSONDecodeError:
-                        raise NemoGymError(f"{url} did not answer with JSON: {content[:200]!r}") from None
-                error = NemoGymError(f"{url} answered HTTP {response.status}: {content[:500].decode(errors='replace')}")
-                if response.status < 500 or attempt >= _RETRY.max_attempts:
-                    raise error
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            if attempt >= _RETRY.max_attempts:
-                raise NemoGymError(f"cannot aggregate metrics at {url}: {type(exc).__name__}: {exc}") from None
-        await asyncio.sleep(_RETRY.delay(attempt))
-
-
-async def _environment_metrics(client: aiohttp.ClientSession, url: str, files: Sequence[Path], agent: str,
-                               agent_metrics: dict[str, float], work_dir: Path) -> dict[str, Any]:
+async def _environment_metrics(http: HttpClient, url: str, files: Sequence[Path], agent: str,
+                               agent_metrics: dict[str, float], work_dir: Path, timeout_s: float) -> dict[str, Any]:
     """The environment's answer to the library's metrics; the compact rows go only to one that asks for them."""
-    answer = await _post(client, url, lambda: orjson.dumps({"agent_metrics": agent_metrics}))
+    answer = await http.post_json(url, {"agent_metrics": agent_metrics}, timeout_s=timeout_s, retry=_RETRY)
     if isinstance(answer, dict) and answer.get("needs_rows"):
-        answer = await _post(client, url, lambda: _rows_body(files, agent, agent_metrics, work_dir))
+        answer = await http.post_json_stream(url, lambda: _rows_body(files, agent, agent_metrics, work_dir),
+                                             timeout_s=timeout_s, retry=_RETRY)
     if not isinstance(answer, dict):
-        raise NemoGymError(f"{url} did not answer with a JSON object")
+        raise RequestFailed("invalid_response", f"{url} did not answer with a JSON object", url=url)
     return answer
 
 
-async def _nemo_gym_metrics(client: aiohttp.ClientSession, url: str, files: Sequence[Path], agent: str,
-                            work_dir: Path) -> dict[str, Any]:
+async def _nemo_gym_metrics(http: HttpClient, url: str, files: Sequence[Path], agent: str, work_dir: Path,
+                            timeout_s: float) -> dict[str, Any]:
     """A NeMo Gym agent's answer to its own protocol: every row of `agent` in one streamed `verify_responses` body."""
     def body() -> AsyncIterator[bytes]:  # a fresh stream for each attempt
         return verify_responses_body(lambda: iter_unique_lines(files, ReadStats(), work_dir),
                                      lambda row: (row.get(AGENT_REF) or {}).get("name") == agent)
 
-    return check_answer(await _post(client, url, body), url)
+    return check_answer(await http.post_json_stream(url, body, timeout_s=timeout_s, retry=_RETRY), url)
 
 
 def _merged_groups(library: AgentMetrics, answer_groups: Any) -> Iterator[dict[str, Any]]:
@@ -212,32 +181,31 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
         agents = sorted(accumulators)
         urls = {agent: await servers.url(agent) for agent in agents}
         summaries, reports = [], []
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=5.0, sock_read=http_timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as client:
-            with open(tmp, "wb") as out:
-                out.write(b"[\n")
-                for i, agent in enumerate(agents):
-                    accumulator = accumulators[agent]
-                    print(f"aggregating {accumulator.rows} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
-                    library = accumulator.finish(dict(failed_by_agent.get(agent, {})))
-                    url = f"{urls[agent]}/aggregate_metrics"
-                    if servers.head_kind == NEMO_GYM:
-                        answer = await _nemo_gym_metrics(client, url, files, agent, metrics_path.parent)
-                    else:
-                        answer = await _environment_metrics(client, url, files, agent, library.agent_metrics,
-                                                            metrics_path.parent)
-                    agent_metrics = {**library.agent_metrics, **(answer.get("agent_metrics") or {})}
-                    key_metrics = answer.get("key_metrics") or headline_metrics(agent_metrics)
-                    if i:
-                        out.write(b",\n")
-                    _write_entry(out, agent, agent_metrics, key_metrics,
-                                 _merged_groups(library, answer.get("group_level_metrics")))
-                    summaries.append({AGENT_REF: {"name": agent}, "agent_metrics": agent_metrics,
-                                      "key_metrics": key_metrics})
-                    reports.append(AgentReport(agent, key_metrics, agent_metrics, library.pass_at_k,
-                                               library.reward_histogram, dict(failed_by_agent.get(agent, {}))))
-                    accumulator.close()
-                out.write(b"\n]\n")
+        with open(tmp, "wb") as out:
+            out.write(b"[\n")
+            for i, agent in enumerate(agents):
+                accumulator = accumulators[agent]
+                print(f"aggregating {accumulator.rows} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
+                library = accumulator.finish(dict(failed_by_agent.get(agent, {})))
+                url = f"{urls[agent]}/aggregate_metrics"
+                if servers.head_kind == NEMO_GYM:
+                    answer = await _nemo_gym_metrics(servers.http, url, files, agent, metrics_path.parent,
+                                                     http_timeout_s)
+                else:
+                    answer = await _environment_metrics(servers.http, url, files, agent, library.agent_metrics,
+                                                        metrics_path.parent, http_timeout_s)
+                agent_metrics = {**library.agent_metrics, **(answer.get("agent_metrics") or {})}
+                key_metrics = answer.get("key_metrics") or headline_metrics(agent_metrics)
+                if i:
+                    out.write(b",\n")
+                _write_entry(out, agent, agent_metrics, key_metrics,
+                             _merged_groups(library, answer.get("group_level_metrics")))
+                summaries.append({AGENT_REF: {"name": agent}, "agent_metrics": agent_metrics,
+                                  "key_metrics": key_metrics})
+                reports.append(AgentReport(agent, key_metrics, agent_metrics, library.pass_at_k,
+                                           library.reward_histogram, dict(failed_by_agent.get(agent, {}))))
+                accumulator.close()
+            out.write(b"\n]\n")
         os.replace(tmp, metrics_path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TextIO
 
 from nemo_gym.compat.head_detect import NEMO_GYM
-from nemo_gym.errors import ConfigError, NemoGymError
+from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
 from nemo_gym.http_client import NO_RETRY, HttpClient
-from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, report_path
+from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
@@ -32,6 +32,7 @@ from nemo_gym.rollout_collection.store import (
     scan_done,
 )
 from nemo_gym.rollout_collection.wandb_upload import WandbUploader, require_wandb_login, start_wandb_upload
+from nemo_gym.run_format import MANIFEST_FINGERPRINT, report_path
 from nemo_gym.server.client import ServerClient
 
 AGENT_KIND = "responses_api_agents"
@@ -92,7 +93,7 @@ def _check_fresh(config: RolloutCollectionConfig) -> None:
         if _size(path):
             raise NemoGymError(
                 f"{path} already holds results of an earlier run; pass +resume_from_cache=true to continue that "
-                f"run, or delete it (and its _failures/_manifest files) to start over"
+                f"run, or delete it (and {config.failures_jsonl_fpath.name}, {config.manifest_fpath.name}) to start over"
             )
 
 
@@ -102,7 +103,7 @@ def _resume(config: RolloutCollectionConfig, plan: InputPlan, fp: dict) -> tuple
         manifest = read_manifest(config.manifest_fpath)
         changes = (
             [f"no manifest ({config.manifest_fpath.name}) to compare with"]
-            if manifest is None else changed_fields(manifest["fingerprint"], fp)
+            if manifest is None else changed_fields(manifest[MANIFEST_FINGERPRINT], fp)
         )
         if changes and not config.resume_ignore_config_change:
             raise NemoGymError(
@@ -262,7 +263,7 @@ async def _aggregate(config: RolloutCollectionConfig, summary: CollectionSummary
         return  # nothing succeeded (or an empty shard): no metrics, and the failures already say why
     try:
         result = await aggregate_rollouts([config.output_path], config.aggregate_metrics_fpath, servers)
-    except NemoGymError as exc:
+    except (NemoGymError, DownstreamError) as exc:
         summary.aggregation_error = str(exc)
         return
     summary.aggregate_metrics_fpath = result.path

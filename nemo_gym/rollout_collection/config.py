@@ -15,6 +15,14 @@ from pydantic import Field, field_validator, model_validator
 from nemo_gym.config.loader import COMMAND_LINE, GlobalConfig
 from nemo_gym.config.typed import FilePath, Settings, Text, build, check_unknown_keys
 from nemo_gym.errors import ConfigError
+from nemo_gym.run_format import (
+    AGGREGATE_METRICS_SUFFIX,
+    FAILURES_SUFFIX,
+    MANIFEST_SUFFIX,
+    MATERIALIZED_INPUTS_SUFFIX,
+    prepared_inputs_suffix,
+    sidecar,
+)
 from nemo_gym.server.client import head_url_from_config
 
 REPEATS_DEFAULT_KEY = "_default"
@@ -59,11 +67,6 @@ def _slurm_shards() -> tuple[int, int]:
             f"cannot read the SLURM array environment (SLURM_ARRAY_TASK_COUNT={count}, "
             f"SLURM_ARRAY_TASK_ID={task_id}, SLURM_ARRAY_TASK_MIN={minimum})"
         ) from None
-
-
-def _sidecar(output: str, suffix: str) -> Path:
-    path = Path(output)
-    return path.with_name(f"{path.stem}{suffix}")
 
 
 class SharedRolloutCollectionConfig(_FromGlobal):
@@ -145,7 +148,7 @@ class SharedRolloutCollectionConfig(_FromGlobal):
         if isinstance(data, dict) and data.get("materialized_jsonl_fpath") is None and "output_jsonl_fpath" in data:
             output = data["output_jsonl_fpath"]
             if isinstance(output, (str, Path)):
-                data = {**data, "materialized_jsonl_fpath": _sidecar(str(output), "_materialized_inputs.jsonl")}
+                data = {**data, "materialized_jsonl_fpath": sidecar(str(output), MATERIALIZED_INPUTS_SUFFIX)}
         return data
 
     @model_validator(mode="after")
@@ -184,11 +187,11 @@ class SharedRolloutCollectionConfig(_FromGlobal):
 
     @property
     def failures_jsonl_fpath(self) -> Path:
-        return _sidecar(self.output_jsonl_fpath, "_failures.jsonl")
+        return sidecar(self.output_jsonl_fpath, FAILURES_SUFFIX)
 
     @property
     def manifest_fpath(self) -> Path:
-        return _sidecar(self.output_jsonl_fpath, "_manifest.json")
+        return sidecar(self.output_jsonl_fpath, MANIFEST_SUFFIX)
 
     @property
     def aggregate_metrics_fpath(self) -> Path:
@@ -196,7 +199,7 @@ class SharedRolloutCollectionConfig(_FromGlobal):
 
 
 def aggregate_metrics_path(output_jsonl_fpath: str) -> Path:
-    return _sidecar(output_jsonl_fpath, "_aggregate_metrics.json")
+    return sidecar(output_jsonl_fpath, AGGREGATE_METRICS_SUFFIX)
 
 
 class RolloutCollectionConfig(SharedRolloutCollectionConfig):
@@ -230,7 +233,7 @@ class E2ERolloutCollectionConfig(SharedRolloutCollectionConfig):
 
     @property
     def prepared_inputs_fpath(self) -> Path:
-        return _sidecar(self.output_jsonl_fpath, f"_{self.split}_inputs.jsonl")
+        return sidecar(self.output_jsonl_fpath, prepared_inputs_suffix(self.split))
 
 
 class RolloutAggregationConfig(_FromGlobal):

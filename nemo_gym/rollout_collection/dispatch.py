@@ -15,8 +15,8 @@ from typing import Any, Union
 
 from nemo_gym.errors import InputDataError
 from nemo_gym.http_client import NO_RETRY, HttpClient
-from nemo_gym.rollout_collection.keys import AGENT_REF
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy, RolloutSuccess, result_row, run_rollout
+from nemo_gym.run_format import AGENT_REF
 from nemo_gym.server.client import ServerClient
 
 RolloutItem = tuple[dict[str, Any], Union[dict[str, Any], RolloutFailure]]

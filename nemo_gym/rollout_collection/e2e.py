@@ -25,9 +25,9 @@ from nemo_gym.rollout_collection.config import (
     RolloutCollectionConfig,
     SharedRolloutCollectionConfig,
 )
-from nemo_gym.rollout_collection.keys import AGENT_REF, CREATE_PARAMS, NUM_REPEATS
 from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError, load_prompt_config
 from nemo_gym.rollout_collection.runner import run_async
+from nemo_gym.run_format import AGENT_REF, CREATE_PARAMS, NUM_REPEATS
 from nemo_gym.server.supervisor import Supervisor
 
 

@@ -24,12 +24,10 @@ from nemo_gym.rollout_collection.config import (
 )
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.stream import RolloutStream
+from nemo_gym.run_format import JSONL_SIDECAR_SUFFIXES
 from nemo_gym.server.client import ServerClient, head_url_from_config
 
 _DEFAULTS = SharedRolloutCollectionConfig.model_fields
-
-# Files ng_collect_rollouts writes next to its output: never rollouts themselves.
-_SIDECAR_SUFFIXES = ("_failures.jsonl", "_materialized_inputs.jsonl", "_inputs.jsonl")
 
 
 def head_server_url(head_server_config: Any) -> str:
@@ -98,7 +96,7 @@ def _input_files(config: RolloutAggregationConfig) -> list[Path]:
     files = []
     for name in _expand_input_glob(config.input_glob):
         path = Path(name)
-        if name.endswith(_SIDECAR_SUFFIXES) or (config.merge_shards and path.resolve() == output):
+        if name.endswith(JSONL_SIDECAR_SUFFIXES) or (config.merge_shards and path.resolve() == output):
             continue
         files.append(path)
     if not files:

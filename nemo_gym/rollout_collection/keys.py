@@ -1,24 +1,20 @@
 """Rollout keys and a compact set of them.
 
-A rollout is identified by (`_ng_task_index`, `_ng_rollout_index`). Resume needs "which keys are done" for up to
-millions of rollouts, so the set is a paged bitmap: one bit per key, memory in kilobytes instead of the tens of
-megabytes a Python set of tuples would take.
+A rollout is identified by (task index, rollout index): the row fields `run_format.TASK_INDEX` and `ROLLOUT_INDEX`.
+Resume needs "which keys are done" for up to millions of rollouts, so the set is a paged bitmap: one bit per key,
+memory in kilobytes instead of the tens of megabytes a Python set of tuples would take.
 """
 
 import re
 
 import orjson
 
-TASK_INDEX = "_ng_task_index"
-ROLLOUT_INDEX = "_ng_rollout_index"
-AGENT_REF = "agent_ref"
-CREATE_PARAMS = "responses_create_params"
-# A row's own repeat count, over +num_repeats: ng_e2e_collect_rollouts writes it from a dataset's `num_repeats`.
-NUM_REPEATS = "_ng_num_repeats"
+# The field names are nemo_gym.run_format's; importers of this module may take them from here.
+from nemo_gym.run_format import AGENT_REF, CREATE_PARAMS, NUM_REPEATS, ROLLOUT_INDEX, TASK_INDEX  # noqa: F401
 
 _PAGE_BITS = 1 << 15  # 4 KiB pages: dense runs cost 1 bit per key, sparse caller indices cost one page each
 # Our own writers put the two keys first, so the common case needs no full JSON parse.
-_KEY_PREFIX = re.compile(rb'\{"_ng_task_index":(\d+),"_ng_rollout_index":(\d+)[,}]')
+_KEY_PREFIX = re.compile(rb'\{"%s":(\d+),"%s":(\d+)[,}]' % (TASK_INDEX.encode(), ROLLOUT_INDEX.encode()))
 
 
 class KeySet:

@@ -16,6 +16,7 @@ from nemo_gym.errors import NemoGymError
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan
 from nemo_gym.rollout_collection.prompt import PromptConfig
+from nemo_gym.run_format import MANIFEST_FINGERPRINT, MANIFEST_SHARD_ROLLOUTS
 
 
 def fingerprint(config: SharedRolloutCollectionConfig, agent_name: str | None, plan: InputPlan,
@@ -53,7 +54,7 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
         manifest = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
         raise NemoGymError(f"{path} is not valid JSON ({exc}); delete it to start over") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("fingerprint"), dict):
+    if not isinstance(manifest, dict) or not isinstance(manifest.get(MANIFEST_FINGERPRINT), dict):
         raise NemoGymError(f"{path} has no fingerprint; delete it to start over")
     return manifest
 
@@ -61,12 +62,12 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
 def write_manifest(path: Path, fp: dict[str, Any], input_path: str, plan: InputPlan) -> None:
     """Atomically replace the manifest, so a crash never leaves half of one."""
     manifest = {
-        "fingerprint": fp,
+        MANIFEST_FINGERPRINT: fp,
         "input_jsonl_fpath": input_path,
         "rows": plan.rows,
         "tasks": plan.tasks,
         "shard_tasks": plan.shard_tasks,
-        "shard_rollouts": plan.shard_rollouts,
+        MANIFEST_SHARD_ROLLOUTS: plan.shard_rollouts,
         "rollouts_by_agent": plan.rollouts_by_agent,
         "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

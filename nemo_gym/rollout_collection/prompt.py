@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from nemo_gym.errors import ConfigError, one_line
-from nemo_gym.rollout_collection.keys import CREATE_PARAMS
+from nemo_gym.run_format import CREATE_PARAMS
 
 _ROLES = ("system", "user")
 OPTION_LABEL = "+prompt_config"

@@ -2,7 +2,8 @@
 
 `ng_collect_rollouts` (the Runner) and the Python API (`RolloutCollectionHelper.run_examples`) both call
 `run_rollout`, so a row is retried, timed out and classified the same way whichever of them runs it. A retryable
-failure (connection, timeout, 5xx, 429) is retried with jittered exponential backoff up to the attempt budget;
+failure (`nemo_gym.failures.is_retryable`, the rule the HTTP client and aggregation use too) is retried with jittered
+exponential backoff up to the attempt budget;
 anything else, or a retryable failure that used up its attempts, is a `RolloutFailure` — never a reward.
 """
 
@@ -13,11 +14,12 @@ from typing import Any
 
 from nemo_gym.compat.markers import marked_failure
 from nemo_gym.errors import RolloutFailedError
-from nemo_gym.http_client import FAILURE_CLASSES, HttpClient, RequestFailed, RetryPolicy
+from nemo_gym.failures import FailureClass, RequestFailed, RetryPolicy, failure_class_of, is_retryable
+from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
-from nemo_gym.rollout_collection.keys import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, keyed
+from nemo_gym.rollout_collection.keys import keyed
+from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX
 
-_RETRYABLE = ("connect", "timeout", "http_5xx")
 _BACKOFF_MAX_S = 60.0
 
 # The CLI's defaults, read from its config so the Python API cannot drift from them.
@@ -60,8 +62,7 @@ class RolloutSuccess:
 class RolloutFailure:
     """A rollout that still failed after its attempts (or failed in a way no retry fixes)."""
 
-    failure_class: str  # connect, timeout, http_5xx, http_4xx, invalid_response, agent_error; or an agent's own marker
-    # (`_ng_failure_class`, see nemo_gym.compat.markers)
+    failure_class: FailureClass | str  # or an agent's own `_ng_failure_class` marker (see nemo_gym.compat.markers)
     attempts: int  # attempts this call made
     last_error: str
     http_status: int | None
@@ -75,22 +76,6 @@ class RolloutFailure:
             http_status=self.http_status, url=self.url, task_index=self.task_index,
             rollout_index=self.rollout_index,
         )
-
-
-def _failure_class(exc: RequestFailed) -> str:
-    """The most specific class: an agent's 502 carries the class of the downstream call that failed."""
-    if isinstance(exc.body, dict) and isinstance(exc.body.get("error"), dict):
-        downstream = exc.body["error"].get("failure_class")
-        if downstream in FAILURE_CLASSES:
-            return downstream
-    return exc.failure_class
-
-
-def _retryable(exc: RequestFailed) -> bool:
-    if exc.status == 429:
-        return True
-    # A downstream 4xx relayed as 502 is a bad request, which no retry fixes.
-    return exc.failure_class in _RETRYABLE and _failure_class(exc) != "http_4xx"
 
 
 def _reward(reply: Any, url: str) -> float:
@@ -130,8 +115,8 @@ async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: R
             )
         except RequestFailed as exc:
             error = exc
-        if attempt >= budget or not _retryable(error):
-            return RolloutFailure(_failure_class(error), attempt, error.message, error.status, url,
+        if attempt >= budget or not is_retryable(error):
+            return RolloutFailure(failure_class_of(error), attempt, error.message, error.status, url,
                                   _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX)))
         await asyncio.sleep(policy.backoff_s(attempt))
 

@@ -15,10 +15,11 @@ import orjson
 import uvloop
 
 from nemo_gym.http_client import HttpClient
-from nemo_gym.rollout_collection.keys import AGENT_REF, KeySet, keyed, row_key
+from nemo_gym.rollout_collection.keys import KeySet, keyed, row_key
 from nemo_gym.rollout_collection.progress import Progress
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy, RolloutSuccess, result_row, run_rollout
 from nemo_gym.rollout_collection.store import AppendFile
+from nemo_gym.run_format import AGENT_REF, ATTEMPTS, FAILURE_CLASS, HTTP_STATUS, LAST_ERROR
 
 T = TypeVar("T")
 _LAST_ERROR_CHARS = 500
@@ -109,10 +110,10 @@ class Runner:
     def _fail(self, key: tuple[int, int], row: dict[str, Any], failure: RolloutFailure, attempts: int) -> None:
         record = keyed(*key, {
             AGENT_REF: row[AGENT_REF],
-            "failure_class": failure.failure_class,
-            "attempts": attempts,
-            "last_error": failure.last_error[:_LAST_ERROR_CHARS],
-            "http_status": failure.http_status,
+            FAILURE_CLASS: failure.failure_class,
+            ATTEMPTS: attempts,
+            LAST_ERROR: failure.last_error[:_LAST_ERROR_CHARS],
+            HTTP_STATUS: failure.http_status,
         })
         self.failures.write_line(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
         self.stats.failed += 1

@@ -18,9 +18,11 @@ import numpy as np
 import orjson
 
 from nemo_gym.errors import InputDataError
-from nemo_gym.rollout_collection.keys import AGENT_REF, row_key
+from nemo_gym.rollout_collection.keys import row_key
+from nemo_gym.run_format import (
+    AGENT_REF, FAILURE_CLASS, FAILURES_SUFFIX, ROLLOUT_INDEX, TASK_INDEX, UNKNOWN_FAILURE_CLASS, sidecar,
+)
 
-FAILURES_SUFFIX = "_failures.jsonl"
 _BLOCK = 1 << 16  # index entries turned into Python ints at a time
 _RUN_ROWS = 1 << 18  # index entries sorted in memory (10 MiB); more rows are sorted in runs of this size on disk
 _MERGE_BLOCK = 1 << 14  # entries read from each run at a time while merging
@@ -66,7 +68,7 @@ class _KeyIndex:
                         key = row_key(line)
                         if key is None:
                             raise InputDataError(
-                                f"{path}:{line_no}: not a rollout row (no _ng_task_index/_ng_rollout_index)"
+                                f"{path}:{line_no}: not a rollout row (no {TASK_INDEX}/{ROLLOUT_INDEX})"
                             )
                         entries.extend((key[0], key[1], file_no, offset, len(line)))
                         if len(entries) >= 5 * _RUN_ROWS:
@@ -150,7 +152,7 @@ def iter_unique_entries(files: Sequence[Path], stats: ReadStats, work_dir: Path 
                 if (task, rollout) == previous:
                     if not _same_rollout(kept_line, line):
                         raise InputDataError(
-                            f"rollout (_ng_task_index={task}, _ng_rollout_index={rollout}) differs between "
+                            f"rollout ({TASK_INDEX}={task}, {ROLLOUT_INDEX}={rollout}) differs between "
                             f"{files[kept_file]} and {files[file_no]}: these shards come from different runs"
                         )
                     stats.duplicates += 1
@@ -172,7 +174,7 @@ def iter_unique_lines(files: Sequence[Path], stats: ReadStats, work_dir: Path | 
 
 
 def failures_sidecar(rollouts: Path) -> Path:
-    return rollouts.with_name(f"{rollouts.stem}{FAILURES_SUFFIX}")
+    return sidecar(rollouts, FAILURES_SUFFIX)
 
 
 def read_failures(files: Sequence[Path]) -> dict[tuple[int, int], tuple[bytes, str, str]]:
@@ -190,5 +192,5 @@ def read_failures(files: Sequence[Path]) -> dict[tuple[int, int], tuple[bytes, s
                 record = orjson.loads(line)
                 agent = (record.get(AGENT_REF) or {}).get("name", "")
                 latest[key] = (line if line.endswith(b"\n") else line + b"\n", agent,
-                               str(record.get("failure_class", "unknown")))
+                               str(record.get(FAILURE_CLASS, UNKNOWN_FAILURE_CLASS)))
     return latest

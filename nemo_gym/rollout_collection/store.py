@@ -16,6 +16,7 @@ import orjson
 
 from nemo_gym.errors import NemoGymError
 from nemo_gym.rollout_collection.keys import KeySet, row_key
+from nemo_gym.run_format import ATTEMPTS, FAILURE_CLASS, ROLLOUT_INDEX, TASK_INDEX, UNKNOWN_FAILURE_CLASS
 
 
 class AppendFile:
@@ -103,7 +104,7 @@ def scan_done(path: Path, rollouts_per_task: int) -> ScanResult:
         key = row_key(line)
         if key is None:
             raise NemoGymError(
-                f"{path}:{line_no}: not a rollout row (no integer _ng_task_index/_ng_rollout_index); "
+                f"{path}:{line_no}: not a rollout row (no integer {TASK_INDEX}/{ROLLOUT_INDEX}); "
                 f"the file was changed by something other than ng_collect_rollouts"
             )
         result.rows += 1
@@ -123,8 +124,8 @@ def previous_attempts(path: Path) -> dict[tuple[int, int], int]:
         except orjson.JSONDecodeError:
             continue  # a torn record only loses the attempt count of one key
         key = row_key(line)
-        if key is not None and isinstance(row.get("attempts"), int):
-            attempts[key] = row["attempts"]
+        if key is not None and isinstance(row.get(ATTEMPTS), int):
+            attempts[key] = row[ATTEMPTS]
     return attempts
 
 
@@ -152,6 +153,6 @@ def compact_failures(path: Path, done: KeySet) -> Outstanding:
     with open(tmp, "wb") as file:
         for key in sorted(latest):
             file.write(latest[key])
-            outstanding.by_class[orjson.loads(latest[key]).get("failure_class", "unknown")] += 1
+            outstanding.by_class[orjson.loads(latest[key]).get(FAILURE_CLASS, UNKNOWN_FAILURE_CLASS)] += 1
     os.replace(tmp, path)
     return outstanding

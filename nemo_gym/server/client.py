@@ -1,10 +1,12 @@
-"""Find servers by instance name through the head server, and call them."""
+"""Find servers by instance name through the head server, call them, and ask it whether they are all healthy."""
 
 from typing import Any
 
+import httpx
+
 from nemo_gym.compat.head_detect import NATIVE, HeadKind, detect_head, nemo_gym_global_config
 from nemo_gym.http_client import HttpClient
-from nemo_gym.errors import NemoGymError
+from nemo_gym.errors import DownstreamError, NemoGymError
 
 DEFAULT_HEAD_HOST = "127.0.0.1"
 DEFAULT_HEAD_PORT = 11000
@@ -13,6 +15,18 @@ DEFAULT_HEAD_PORT = 11000
 def head_url_from_config(config: dict[str, Any]) -> str:
     head = config.get("head_server") or {}
     return f"http://{head.get('host', DEFAULT_HEAD_HOST)}:{int(head.get('port', DEFAULT_HEAD_PORT))}"
+
+
+def fetch_status(head_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    """The head server's `GET /status` (blocking): {"all_healthy": bool, "servers": [{name, kind, implementation,
+    url, health}]}. Raises DownstreamError when no head server answers."""
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+            response = client.get(f"{head_url}/status")
+            response.raise_for_status()
+            return response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise DownstreamError(f"no head server at {head_url} ({type(exc).__name__}); is `ng_run` running?") from None
 
 
 class ServerClient:

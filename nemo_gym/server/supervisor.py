@@ -22,7 +22,7 @@ import uvicorn
 
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.config.servers import ServerSpec
-from nemo_gym.errors import ConfigError, NemoGymError
+from nemo_gym.errors import ConfigError, DownstreamError
 from nemo_gym.server.client import DEFAULT_HEAD_HOST, DEFAULT_HEAD_PORT
 from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
 from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
@@ -33,8 +33,8 @@ STOP_GRACE_S = 10.0
 _PR_SET_PDEATHSIG = 1
 
 
-class ServerStartError(NemoGymError):
-    """A server exited or never became healthy during start-up."""
+class ServerStartError(DownstreamError):
+    """A server exited or never became healthy during start-up (its log says why)."""
 
 
 @dataclass

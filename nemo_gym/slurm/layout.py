@@ -1,12 +1,23 @@
-"""Where a SLURM run keeps its files. The job script templates in job_scripts/ use the same names."""
+"""Where a SLURM run keeps its files (file names from nemo_gym.run_format). The job scripts get these paths as
+rendered values, so they cannot drift from the Python side."""
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from nemo_gym.run_format import (
+    AGGREGATE_METRICS_SUFFIX,
+    MERGED_ROLLOUTS,
+    SUBMISSION,
+    SUMMARY,
+    done_marker_name,
+    shard_file_name,
+    sidecar,
+)
+
 
 def submission_path(run_dir: Path) -> Path:
     """The run's submission record; it also holds the shard count the rest of the layout needs."""
-    return run_dir / "slurm" / "submission.json"
+    return run_dir / "slurm" / SUBMISSION
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,14 @@ class RunLayout:
     def submission(self) -> Path:
         return submission_path(self.run_dir)
 
+    def shard_log(self, shard: int | str) -> Path:
+        """The log of one array task (appended across requeues); `%a` gives the #SBATCH --output pattern."""
+        return self.logs_dir / f"shard{shard}.log"
+
+    @property
+    def aggregate_log(self) -> Path:
+        return self.logs_dir / "aggregate.log"
+
     @property
     def collect_script(self) -> Path:
         return self.slurm_dir / "collect.sbatch"
@@ -50,25 +69,28 @@ class RunLayout:
 
     @property
     def merged_output(self) -> Path:
-        return self.run_dir / "rollouts.jsonl"
+        return self.run_dir / MERGED_ROLLOUTS
 
     @property
     def aggregate_metrics(self) -> Path:
-        return self.run_dir / "rollouts_aggregate_metrics.json"
+        return sidecar(self.merged_output, AGGREGATE_METRICS_SUFFIX)
 
     @property
     def summary(self) -> Path:
-        return self.run_dir / "summary.json"
+        return self.run_dir / SUMMARY
 
-    def shard_output(self, shard: int) -> Path:
-        return self.rollouts_dir / f"rollouts-shard{shard}-of{self.num_shards}.jsonl"
+    def shard_output(self, shard: int | str) -> Path:
+        """The rollouts file of `shard`; a shell expression such as `${SHARD}` gives the job script's path."""
+        return self.rollouts_dir / shard_file_name(shard, self.num_shards)
+
+    def shard_outputs_glob(self) -> Path:
+        return self.rollouts_dir / shard_file_name("*", self.num_shards)
 
     def shard_sidecar(self, shard: int, suffix: str) -> Path:
-        output = self.shard_output(shard)
-        return output.with_name(f"{output.stem}{suffix}")
+        return sidecar(self.shard_output(shard), suffix)
 
-    def done_marker(self, shard: int) -> Path:
-        return self.slurm_dir / f"shard{shard}.done"
+    def done_marker(self, shard: int | str) -> Path:
+        return self.slurm_dir / done_marker_name(shard)
 
     def incomplete_shards(self) -> list[int]:
         return [i for i in range(self.num_shards) if not self.done_marker(i).is_file()]

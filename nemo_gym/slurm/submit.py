@@ -1,6 +1,7 @@
 """ng_slurm_submit: collect a run as a SLURM array (one shard per task) plus a dependent job that merges the shards.
 
-    ng_slurm_submit "+config_paths=[configs/math.yaml,configs/vllm_model.yaml]" +policy_base_url=http://node7:8000/v1 \
+    ng_slurm_submit "+config_paths=[nemo_gym/resources_servers/math/configs/math.yaml,configs/vllm_model.yaml]" \
+        +policy_base_url=http://node7:8000/v1 \
         +agent_name=math_simple_agent +input_jsonl_fpath=data/x.jsonl +num_repeats=4 +num_samples_in_parallel=64 \
         +run_dir=runs/math +num_shards=8 +slurm.partition=batch +slurm.time=04:00:00 +slurm.cpus_per_task=8
     ng_slurm_submit +run_dir=runs/math +resume=true    # resubmit the shards that did not complete, then aggregate
@@ -30,7 +31,7 @@ from nemo_gym.config.loader import parse_overrides
 from nemo_gym.config.redact import is_secret_key
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.config.typed import Settings, Text, build
-from nemo_gym.errors import ConfigError, NemoGymError
+from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
 from nemo_gym.slurm.layout import RunLayout, submission_path
 from nemo_gym.slurm.templates import (
     AGGREGATE_TEMPLATE,
@@ -53,7 +54,11 @@ _SAFE_NAME = re.compile(r"^[\w.+-]+$")
 
 
 class SubmitError(NemoGymError):
-    """sbatch/squeue failed, or the run directory is in a state that cannot be submitted."""
+    """The run directory is in a state that cannot be submitted."""
+
+
+class SlurmCommandError(DownstreamError):
+    """sbatch, squeue or scancel failed, or is not installed."""
 
 
 class SlurmSettings(Settings):
@@ -184,6 +189,14 @@ def render_scripts(
         "collect_args": _bash_array(request.forwarded),
         "aggregate_ng_run_args": _bash_array(aggregate_args),
         "common_functions": read_template(templates, COMMON_FUNCTIONS).strip(),
+        # The run's file names come from the layout; the collect job's shard is the shell's ${SHARD}.
+        "shard_log": str(layout.shard_log("%a")),
+        "aggregate_log": str(layout.aggregate_log),
+        "shard_output": str(layout.shard_output("${SHARD}")),
+        "done_marker": str(layout.done_marker("${SHARD}")),
+        "shard_outputs_glob": str(layout.shard_outputs_glob()),
+        "merged_output": str(layout.merged_output),
+        "summary": str(layout.summary),
     }
     return (
         render(read_template(templates, COLLECT_TEMPLATE), values),
@@ -232,9 +245,9 @@ def _run(command: list[str]) -> str:
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except FileNotFoundError:
-        raise SubmitError(f"{command[0]} not found: is this a SLURM login node?") from None
+        raise SlurmCommandError(f"{command[0]} not found: is this a SLURM login node?") from None
     if done.returncode != 0:
-        raise SubmitError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
+        raise SlurmCommandError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
     return done.stdout
 
 
@@ -273,9 +286,9 @@ def _submit(layout: RunLayout, shards: list[int], record: dict[str, Any], dry_ru
     entry["aggregate_job_id"] = _sbatch([*dependency_args, str(layout.aggregate_script)], dry_run)
     verb = "would submit" if dry_run else "submitted"
     if shards:
-        print(f"{verb} collect array {entry['collect_job_id']} (shards {array}) -> logs {layout.logs_dir}/shard<i>.log")
+        print(f"{verb} collect array {entry['collect_job_id']} (shards {array}) -> logs {layout.shard_log('<i>')}")
     print(f"{verb} aggregate job {entry['aggregate_job_id']} -> {layout.merged_output}, "
-          f"log {layout.logs_dir}/aggregate.log")
+          f"log {layout.aggregate_log}")
     if not dry_run:
         record["submissions"].append(entry)
         layout.submission.write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))

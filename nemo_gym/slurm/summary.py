@@ -17,6 +17,9 @@ from typing import Any
 import orjson
 
 from nemo_gym.rollout_collection.keys import row_key
+from nemo_gym.run_format import (
+    FAILURE_CLASS, FAILURES_SUFFIX, MANIFEST_SHARD_ROLLOUTS, MANIFEST_SUFFIX, UNKNOWN_FAILURE_CLASS,
+)
 from nemo_gym.slurm.layout import RunLayout
 
 
@@ -64,26 +67,26 @@ def _outstanding_failures(path: Path, done: set[tuple[int, int]]) -> Counter:
             for line in f:
                 key = row_key(line)
                 if key is not None and key not in done:
-                    latest[key] = str(orjson.loads(line).get("failure_class", "unknown"))
+                    latest[key] = str(orjson.loads(line).get(FAILURE_CLASS, UNKNOWN_FAILURE_CLASS))
     return Counter(latest.values())
 
 
 def _expected(manifest: Path) -> int | None:
     if not manifest.is_file():
         return None
-    value = orjson.loads(manifest.read_bytes()).get("shard_rollouts")
+    value = orjson.loads(manifest.read_bytes()).get(MANIFEST_SHARD_ROLLOUTS)
     return value if isinstance(value, int) else None
 
 
 def shard_report(layout: RunLayout, shard: int) -> ShardReport:
     count, keys = count_keys(layout.shard_output(shard))
-    failures = _outstanding_failures(layout.shard_sidecar(shard, "_failures.jsonl"), keys)
+    failures = _outstanding_failures(layout.shard_sidecar(shard, FAILURES_SUFFIX), keys)
     return ShardReport(
         shard=shard,
         done=layout.done_marker(shard).is_file(),
         rollouts=count.unique,
         duplicates=count.duplicates,
-        expected=_expected(layout.shard_sidecar(shard, "_manifest.json")),
+        expected=_expected(layout.shard_sidecar(shard, MANIFEST_SUFFIX)),
         failed=sum(failures.values()),
         failures_by_class=dict(failures),
     )
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     print_shards(reports)
     incomplete = [r.shard for r in reports if not r.done]
     if args.require_complete_shards and incomplete:
-        print(f"error: shards {incomplete} did not complete (see {layout.logs_dir}/shard<i>.log); "
+        print(f"error: shards {incomplete} did not complete (see {layout.shard_log('<i>')}); "
               f"continue the run with: ng_slurm_submit +run_dir={layout.run_dir} +resume=true", file=sys.stderr)
         return 1
     if args.write is None:

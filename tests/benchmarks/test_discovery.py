@@ -42,7 +42,7 @@ def test_a_broken_config_is_listed_with_its_error(tmp_path: Path, monkeypatch: p
     (tmp_path / "benchmarks" / "beta" / "config.yaml").write_text("beta: [unclosed\n")
     monkeypatch.chdir(tmp_path)
     code, lines = list_cli(capsys)
-    assert code == 1 and "benchmark: 3 rows" in lines["alpha"]
+    assert code == 2 and "benchmark: 3 rows" in lines["alpha"]
     assert "error: benchmarks/beta/config.yaml: invalid YAML" in lines["beta"]
 
 

@@ -14,7 +14,7 @@ def _server(**settings: object) -> MathResourcesServer:
 
 
 def test_rows_are_asked_for_only_by_an_instance_with_per_level_metrics() -> None:
-    assert _server().needs_rows() is False  # configs/math.yaml: a plain run sends no rows
+    assert _server().needs_rows() is False  # math/configs/math.yaml: a plain run sends no rows
     assert _server(per_level_metrics=True).needs_rows() is True
 
 

@@ -58,7 +58,7 @@ def test_unreachable_head_server_fails_fast(tmp_path: Path) -> None:
     result = run_cli("collect", [f"+head_server.port={free_port()}", "+agent_name=agent_a",
                                  f"+input_jsonl_fpath={inputs}", f"+output_jsonl_fpath={tmp_path}/o/r.jsonl"],
                      tmp_path, timeout=30)
-    assert result.returncode == 2 and "cannot reach the head server" in result.stderr
+    assert result.returncode == 1 and "cannot reach the head server" in result.stderr  # downstream, not input
     assert not (tmp_path / "o").exists()
 
 

@@ -7,13 +7,13 @@ import orjson
 
 from nemo_gym.rollout_collection import RolloutCollectionHelper, run_async
 from tests.collection.test_real_agent import AGENT, SCRIPTED_MODEL, WEATHER_ROWS
-from tests.helpers.stack import REPO_ROOT, running_stack
+from tests.helpers.stack import environment_config, running_stack
 
 
 def test_real_agent_rows_with_and_without_keys(tmp_path: Path) -> None:
     model = {"policy_model": {"responses_api_models": {"scripted_model": {"entrypoint": str(SCRIPTED_MODEL)}}}}
     (tmp_path / "model.yaml").write_bytes(orjson.dumps(model))
-    configs = f"+config_paths=[{REPO_ROOT / 'configs' / 'example_single_tool_call.yaml'},{tmp_path / 'model.yaml'}]"
+    configs = f"+config_paths=[{environment_config('example_single_tool_call')},{tmp_path / 'model.yaml'}]"
     base = [orjson.loads(line) for line in WEATHER_ROWS.read_bytes().splitlines() if line.strip()]
     keyed = [{**row, "agent_ref": {"name": AGENT}, "_ng_task_index": 100 + i, "_ng_rollout_index": 3}
              for i, row in enumerate(base)]

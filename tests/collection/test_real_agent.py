@@ -6,7 +6,7 @@ from pathlib import Path
 import orjson
 
 from tests.collection.util import keys, read_rows, run_cli, sidecar
-from tests.helpers.stack import REPO_ROOT, running_stack
+from tests.helpers.stack import REPO_ROOT, environment_config, running_stack
 
 SCRIPTED_MODEL = REPO_ROOT / "tests" / "helpers" / "scripted_model.py"
 WEATHER_ROWS = REPO_ROOT / "nemo_gym" / "resources_servers" / "example_single_tool_call" / "data" / "example.jsonl"
@@ -16,7 +16,7 @@ AGENT = "example_single_tool_call_simple_agent"
 def test_simple_agent_weather_rollouts_through_ng_collect_rollouts(tmp_path: Path) -> None:
     model = {"policy_model": {"responses_api_models": {"scripted_model": {"entrypoint": str(SCRIPTED_MODEL)}}}}
     (tmp_path / "model.yaml").write_bytes(orjson.dumps(model))
-    configs = f"+config_paths=[{REPO_ROOT / 'configs' / 'example_single_tool_call.yaml'},{tmp_path / 'model.yaml'}]"
+    configs = f"+config_paths=[{environment_config('example_single_tool_call')},{tmp_path / 'model.yaml'}]"
     tasks = len([line for line in WEATHER_ROWS.read_bytes().splitlines() if line.strip()])
     with running_stack([configs], cwd=tmp_path) as stack:
         out = tmp_path / "weather.jsonl"

@@ -9,7 +9,8 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from nemo_gym.compat.verify_responses import VerifyResponsesError, check_answer, strip_row, verify_responses_body
+from nemo_gym.compat.verify_responses import check_answer, strip_row, verify_responses_body
+from nemo_gym.failures import RequestFailed
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.http_client import NO_RETRY, HttpClient
 from nemo_gym.resources_servers.example_single_tool_call.app import ExampleSingleToolCall
@@ -67,9 +68,9 @@ def test_the_body_streams_in_chunks_and_holds_only_the_chosen_rows() -> None:
 
 def test_answers_that_break_nemo_gyms_format_are_refused() -> None:
     assert check_answer({"agent_metrics": {}, "key_metrics": {}, "group_level_metrics": []}, "u")
-    with pytest.raises(VerifyResponsesError, match="'group_level_metrics' of the /aggregate_metrics answer must"):
+    with pytest.raises(RequestFailed, match="'group_level_metrics' of the /aggregate_metrics answer must"):
         check_answer({"group_level_metrics": {}}, "u")
-    with pytest.raises(VerifyResponsesError, match="did not answer /aggregate_metrics with a JSON object"):
+    with pytest.raises(RequestFailed, match="did not answer /aggregate_metrics with a JSON object"):
         check_answer([1], "u")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.helpers.stack import REPO_ROOT, free_port, running_stack
+from tests.helpers.stack import REPO_ROOT, environment_config, free_port, running_stack
 
 MATH_ROWS = REPO_ROOT / "nemo_gym" / "resources_servers" / "math" / "data" / "arithmetic_example.jsonl"
 GREEDY = ["+responses_create_params.temperature=0.0", "+responses_create_params.max_output_tokens=32"]
@@ -42,7 +42,7 @@ def _check_rollouts(output: Path, expected_rows: int) -> list[dict]:
 
 @pytest.mark.vllm
 def test_ng_run_math_stack_and_collect_rollouts(vllm_server, tmp_path: Path) -> None:
-    configs = f"{REPO_ROOT}/configs/math.yaml,{REPO_ROOT}/configs/vllm_model.yaml"
+    configs = f"{environment_config('math')},{REPO_ROOT}/configs/vllm_model.yaml"
     model = [f"+policy_base_url={vllm_server.base_url}", "+policy_api_key=EMPTY",
              f"+policy_model_name={vllm_server.model}"]
     with running_stack([f"+config_paths=[{configs}]", *model], cwd=tmp_path) as stack:
@@ -60,7 +60,7 @@ def test_readme_main_command_starts_vllm_and_collects(tmp_path: Path) -> None:
     """The README's one command for the embedded default: ng_run starts vLLM itself, then collects and stops."""
     output = tmp_path / "results" / "math_rollouts.jsonl"
     result = _cli("e2e", [
-        "+config_paths=[configs/math.yaml,configs/local_vllm_model.yaml]", "+split=example",
+        f"+config_paths=[{environment_config('math')},configs/local_vllm_model.yaml]", "+split=example",
         f"+output_jsonl_fpath={output}", "+limit=20", f"+head_server.port={free_port()}",
         f"+log_dir={tmp_path / 'logs'}", *GREEDY,
     ], cwd=REPO_ROOT, timeout=900)

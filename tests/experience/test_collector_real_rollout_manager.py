@@ -10,7 +10,7 @@ from nemo_gym.experience.errors import DataExhaustedError
 from nemo_gym.experience.interfaces import PromptGroupRecord
 from nemo_gym.experience.replay_buffer import ReplayBuffer
 from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
-from tests.conftest import MODEL_DIR
+from tests.helpers.model import MODEL_DIR
 from tests.experience.collector_fakes import master_config, no_thread_leak
 from tests.experience.scripted import CountdownEnvironment, ScriptedGeneration, countdown_samples
 

@@ -19,9 +19,9 @@ from nemo_gym.experience.prompt_loader import StatefulPromptLoader
 from nemo_gym.experience.replay_buffer import ReplayBuffer
 from nemo_gym.experience.rollout_manager import RolloutManager
 from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
-from tests.conftest import MODEL_DIR
+from tests.helpers.model import MODEL_DIR
 from tests.experience.collector_fakes import train_step
-from tests.helpers.stack import REPO_ROOT, running_stack
+from tests.helpers.stack import REPO_ROOT, environment_config, running_stack
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
 TOKENIZER = AutoTokenizer.from_pretrained(MODEL_DIR)
@@ -97,7 +97,7 @@ def test_native_rollouts_through_the_collector(vllm_server, nothing_left_behind)
 
 
 def test_agent_rollouts_through_the_collector(vllm_server, tmp_path: Path) -> None:
-    configs = f"{REPO_ROOT}/configs/math.yaml,{REPO_ROOT}/configs/vllm_model.yaml"
+    configs = f"{environment_config('math')},{REPO_ROOT}/configs/vllm_model.yaml"
     model = [f"+policy_base_url={vllm_server.base_url}", "+policy_api_key=EMPTY",
              f"+policy_model_name={vllm_server.model}"]
     with running_stack([f"+config_paths=[{configs}]", *model], cwd=tmp_path) as stack:

@@ -8,7 +8,7 @@ from nemo_gym.errors import InputDataError
 from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.datasets import datum_from_row, iter_jsonl_datums
 from nemo_gym.experience.message_log import flat_token_ids
-from tests.conftest import MODEL_DIR
+from tests.helpers.model import MODEL_DIR
 
 TOKENIZER = AutoTokenizer.from_pretrained(MODEL_DIR)
 ROW = {"responses_create_params": {"input": [{"role": "user", "content": "What is 6 + 6?"}],

@@ -16,7 +16,7 @@ from nemo_gym.resources_servers.math.generate_arithmetic import generate_rows as
 from nemo_gym.resources_servers.math.verifier import extract_answer
 from nemo_gym.resources_servers.number_guess import game
 from nemo_gym.resources_servers.number_guess.generate import generate_rows as game_rows
-from tests.conftest import MODEL_DIR
+from tests.helpers.model import MODEL_DIR
 
 MAX_TURNS = 8
 TOKENIZER = AutoTokenizer.from_pretrained(MODEL_DIR)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nemo_gym.experience.generation import HFGeneration
-from tests.conftest import MODEL_DIR, MODEL_NAME
+from tests.helpers.model import MODEL_DIR, MODEL_NAME
 from tests.experience.generation_support import chat_prompt, generated_part, make_batch
 
 PAD = 2

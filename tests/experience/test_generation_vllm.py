@@ -8,7 +8,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from nemo_gym.experience.generation import VllmHttpGeneration
-from tests.conftest import MODEL_DIR, MODEL_NAME
+from tests.helpers.model import MODEL_DIR, MODEL_NAME
 from tests.experience.generation_support import (
     CountingProxy,
     chat_prompt,

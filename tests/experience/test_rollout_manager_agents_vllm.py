@@ -13,7 +13,7 @@ from nemo_gym.experience.errors import PromptGroupError
 from nemo_gym.experience.message_log import flat_token_ids
 from nemo_gym.experience.rollout_manager import RolloutManager
 from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
-from tests.conftest import MODEL_DIR
+from tests.helpers.model import MODEL_DIR
 from tests.helpers.stack import REPO_ROOT, Stack, running_stack
 
 TOKENIZER = AutoTokenizer.from_pretrained(MODEL_DIR)

@@ -8,7 +8,7 @@ from transformers import AutoTokenizer
 from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.errors import PromptGroupError, SampleRolloutError, UnsupportedBackendError
 from nemo_gym.experience.rollout_manager import AsyncRolloutImpl, RolloutManager
-from tests.conftest import MODEL_DIR
+from tests.helpers.model import MODEL_DIR
 from tests.experience.scripted import CountdownEnvironment, ScriptedGeneration, countdown_samples
 
 TOKENIZER = AutoTokenizer.from_pretrained(MODEL_DIR)

@@ -23,7 +23,7 @@ from nemo_gym.experience.rollouts import (
     run_async_multi_turn_rollout,
     run_multi_turn_rollout,
 )
-from tests.conftest import MODEL_DIR
+from tests.helpers.model import MODEL_DIR
 from tests.experience.scripted import LOGPROB, CountdownEnvironment, ScriptedGeneration, countdown_samples
 
 TOKENIZER = AutoTokenizer.from_pretrained(MODEL_DIR)

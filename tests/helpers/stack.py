@@ -13,6 +13,11 @@ from nemo_gym.server.supervisor import free_port
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+def environment_config(name: str) -> Path:
+    """The shipped config of environment `name`: it lives in the environment's own folder."""
+    return REPO_ROOT / "nemo_gym" / "resources_servers" / name / "configs" / f"{name}.yaml"
+
+
 class Stack:
     def __init__(self, popen: subprocess.Popen, head_url: str, log_path: Path) -> None:
         self.popen = popen

@@ -16,13 +16,13 @@ import orjson
 import pytest
 import yaml
 
-from tests.helpers.stack import REPO_ROOT, Stack, free_port, running_stack
+from tests.helpers.stack import REPO_ROOT, Stack, environment_config, free_port, running_stack
 from tests.reliability.apps.fault_proxy import FaultProxy
 
 SECRET = "sk-RELIABILITY-SECRET-4b1d9e7a2c"
 AGENT = "example_single_tool_call_simple_agent"
 INSTANT_CHAT = Path(__file__).parent / "apps" / "instant_chat.py"
-WEATHER_ENV = REPO_ROOT / "configs" / "example_single_tool_call.yaml"
+WEATHER_ENV = environment_config("example_single_tool_call")
 WEATHER_ROWS = REPO_ROOT / "nemo_gym" / "resources_servers" / "example_single_tool_call" / "data" / "example.jsonl"
 CITIES = ("Paris", "Tokyo", "New York", "Sydney", "Cairo", "Lima")
 

@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from nemo_gym.protocol import output_text
-from tests.conftest import MODEL_DIR, VLLMServer
-from tests.slurm.util import CONFIGS, job_ids, make_workdir, submit, wait_for_jobs
+from tests.helpers.model import MODEL_DIR, VLLMServer
+from tests.slurm.util import CONFIGS, MATH_CONFIG, job_ids, make_workdir, submit, wait_for_jobs
 
 pytestmark = pytest.mark.vllm
 
@@ -28,7 +28,7 @@ def _assert_real_answers(merged: Path, expected: int) -> None:
 
 def test_two_tasks_share_one_vllm_server(vllm_server: VLLMServer, tmp_path: Path, slurm_jobs: set[str]) -> None:
     work = make_workdir(tmp_path, vllm_server.base_url, vllm_server.model, rows=20)
-    config_paths = f"+config_paths=[{CONFIGS / 'math.yaml'},{CONFIGS / 'vllm_model.yaml'}]"
+    config_paths = f"+config_paths=[{MATH_CONFIG},{CONFIGS / 'vllm_model.yaml'}]"
     record = submit(slurm_jobs, work, *COMMON, config_paths, "+num_shards=2")
     wait_for_jobs(job_ids(record), work / "run" / "logs", timeout_s=300)
     _assert_real_answers(work / "run" / "rollouts.jsonl", expected=20)
@@ -41,9 +41,9 @@ def test_task_starts_and_stops_its_own_vllm(tmp_path: Path, slurm_jobs: set[str]
     work = make_workdir(tmp_path, "unused", "unused", rows=4)
     record = submit(
         slurm_jobs, work, *COMMON, "+num_shards=1", "+slurm.cpus_per_task=2", "+slurm.startup_timeout_s=900",
-        f"+config_paths=[{CONFIGS / 'math.yaml'},{CONFIGS / 'local_vllm_model.yaml'}]",
+        f"+config_paths=[{MATH_CONFIG},{CONFIGS / 'local_vllm_model.yaml'}]",
         f"+policy_model.responses_api_models.local_vllm_model.model_path={MODEL_DIR}",
-        f"+slurm.aggregate_config_paths=[{CONFIGS / 'math.yaml'},{CONFIGS / 'slurm_aggregate_model.yaml'}]",
+        f"+slurm.aggregate_config_paths=[{MATH_CONFIG},{CONFIGS / 'slurm_aggregate_model.yaml'}]",
     )
     run = work / "run"
     wait_for_jobs(job_ids(record), run / "logs", timeout_s=720)

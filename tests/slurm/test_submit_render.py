@@ -19,10 +19,12 @@ def test_dry_run_renders_valid_requeue_safe_scripts(tmp_path: Path, monkeypatch:
     submit.main_args([*stub_args("run", 3, 2, 4), "+slurm.max_parallel=2", "+slurm.time=10", "+slurm.dry_run=true"])
     collect = (work / "run/slurm/collect.sbatch").read_text()
     for expected in ("#SBATCH --array=0-2%2", "#SBATCH --requeue", "#SBATCH --signal=B:TERM@60", "#SBATCH --time=10",
-                     "+resume_from_cache=true", "rollouts-shard${SHARD}-of${NUM_SHARDS}.jsonl", "trap "):
+                     "+resume_from_cache=true", f'OUTPUT="{work}/run/rollouts/rollouts-shard${{SHARD}}-of3.jsonl"',
+                     f'>"{work}/run/slurm/shard${{SHARD}}.done"', f"--output={work}/run/logs/shard%a.log", "trap "):
         assert expected in collect
     aggregate = (work / "run/slurm/aggregate.sbatch").read_text()
-    assert "rollouts-shard*-of${NUM_SHARDS}.jsonl" in aggregate
+    assert f'"+input_glob={work}/run/rollouts/rollouts-shard*-of3.jsonl"' in aggregate
+    assert f'"+output_jsonl_fpath={work}/run/rollouts.jsonl"' in aggregate
     for script in ("collect", "aggregate"):
         subprocess.run(["bash", "-n", str(work / f"run/slurm/{script}.sbatch")], check=True)
     assert not (work / "run/slurm/submission.json").exists()  # nothing was submitted
@@ -80,15 +82,19 @@ def test_summary_gates_incomplete_shards_and_checks_the_merge(tmp_path: Path) ->
 
 
 def test_server_start_retries_when_a_port_was_taken(tmp_path: Path) -> None:
-    # A stand-in ng_run: the first start finds its port taken, the second comes up and stays until stopped.
+    # A stand-in ng_run: the first start finds its port taken, the second comes up and stays until stopped; the
+    # stand-in ng_status says healthy once it is up (the job script asks ng_status, it never reads ng_run's output).
     fake = tmp_path / "bin" / "ng_run"
     fake.parent.mkdir()
     fake.write_text(
         "#!/usr/bin/env bash\n"
         f"if [[ ! -e {tmp_path}/tried ]]; then touch {tmp_path}/tried; echo 'port 1 is already in use'; exit 2; fi\n"
-        "echo 'all servers healthy'; exec sleep 30\n"
+        f"touch {tmp_path}/up; exec sleep 30\n"
     )
     fake.chmod(0o755)
+    status = tmp_path / "bin" / "ng_status"
+    status.write_text(f"#!/usr/bin/env bash\n[[ -e {tmp_path}/up ]]\n")
+    status.chmod(0o755)
     script = (
         f"NG_PYTHON={sys.executable}; NG_STARTUP_TIMEOUT_S=10; PATH={fake.parent}:$PATH\n"
         f"source {DEFAULT_TEMPLATES_DIR / 'common.sh'}\n"

@@ -15,10 +15,11 @@ import pytest
 
 from nemo_gym.resources_servers.math.generate_arithmetic import generate_rows
 from nemo_gym.rollout_collection.keys import row_key
-from tests.helpers.stack import REPO_ROOT, free_port
+from tests.helpers.stack import REPO_ROOT, environment_config, free_port
 
 STUB_APP = Path(__file__).parent / "apps" / "instant_chat_model.py"
 CONFIGS = REPO_ROOT / "configs"
+MATH_CONFIG = environment_config("math")
 
 
 @contextmanager
@@ -113,7 +114,7 @@ def count_lines(path: Path) -> int:
 
 def stub_args(run_dir: str, shards: int, repeats: int, parallel: int) -> list[str]:
     return [
-        f"+config_paths=[{CONFIGS / 'math.yaml'},{CONFIGS / 'vllm_model.yaml'}]",
+        f"+config_paths=[{MATH_CONFIG},{CONFIGS / 'vllm_model.yaml'}]",
         "+agent_name=math_simple_agent", "+input_jsonl_fpath=input.jsonl",
         f"+num_repeats={repeats}", f"+num_samples_in_parallel={parallel}",
         f"+run_dir={run_dir}", f"+num_shards={shards}",

@@ -2,7 +2,7 @@
 `secret`, `low` and `high`, `POST /step` plays one move, `/verify` gives the game's total reward (1.0 solved, 0.0
 not) plus `turns`, `solved` and `invalid_guesses`.
 
-Driven by multi_turn_agent (configs/number_guess.yaml), not by tool calls.
+Driven by multi_turn_agent (configs/number_guess.yaml in its folder), not by tool calls.
 """
 
 from typing import Any

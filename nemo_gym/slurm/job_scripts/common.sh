@@ -34,8 +34,8 @@ ng_on_term() {
 trap 'ng_on_term SIGTERM' TERM
 trap 'ng_on_term SIGINT' INT
 
-# ng_start_servers LOG_DIR ARGS...: start `ng_run ARGS` on a free head port in the background and wait until every
-# server is healthy. Sets NG_RUN_PID and NG_HEAD_PORT. Free ports are picked before they are bound, so on a node
+# ng_start_servers LOG_DIR ARGS...: start `ng_run ARGS` on a free head port in the background and wait until its head
+# server says every server is healthy (ng_status exits 0). Sets NG_RUN_PID and NG_HEAD_PORT. Free ports are picked before they are bound, so on a node
 # shared with other jobs one can be taken in between: that start is retried on new ports.
 ng_start_servers() {
   local log_dir="$1" attempt
@@ -59,7 +59,7 @@ ng_try_start_servers() {
   echo "[ng_slurm] ng_run on head port $NG_HEAD_PORT" >>"$log_dir/ng_run.log"
   ng_run "$@" "+head_server.port=$NG_HEAD_PORT" "+log_dir=$log_dir/servers" >>"$log_dir/ng_run.log" 2>&1 &
   NG_RUN_PID=$!
-  until grep -q "all servers healthy" "$log_dir/ng_run.log"; do
+  until ng_status "+head_server.port=$NG_HEAD_PORT" >/dev/null 2>&1; do
     if ! kill -0 "$NG_RUN_PID" 2>/dev/null; then
       wait "$NG_RUN_PID"
       NG_RUN_PID=

@@ -7,7 +7,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.helpers.stack import REPO_ROOT, Stack, running_stack
+from tests.helpers.stack import REPO_ROOT, Stack, environment_config, running_stack
 
 SCRIPTED_MODEL = REPO_ROOT / "tests" / "helpers" / "scripted_model.py"
 WEATHER_ROWS = REPO_ROOT / "nemo_gym" / "resources_servers" / "example_single_tool_call" / "data" / "example.jsonl"
@@ -43,7 +43,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     }
     # JSON is valid YAML.
     (workdir / "test_servers.yaml").write_bytes(orjson.dumps(extra))
-    paths = [REPO_ROOT / "configs" / "example_single_tool_call.yaml", REPO_ROOT / "configs" / "math.yaml",
+    paths = [environment_config("example_single_tool_call"), environment_config("math"),
              workdir / "test_servers.yaml"]
     with running_stack([f"+config_paths=[{','.join(map(str, paths))}]"], cwd=workdir) as running:
         yield running
@@ -156,8 +156,9 @@ def test_math_verify_over_http(stack: Stack, text: str, extracted: str | None, r
 @pytest.mark.vllm
 def test_math_and_weather_agents_with_a_real_model(vllm_server, tmp_path: Path) -> None:
     """The shipped configs end to end: simple_agent -> vllm_model -> real vLLM, scored by the real verifiers."""
-    configs = ",".join(str(REPO_ROOT / "configs" / name)
-                       for name in ("math.yaml", "example_single_tool_call.yaml", "vllm_model.yaml"))
+    paths = (environment_config("math"), environment_config("example_single_tool_call"),
+             REPO_ROOT / "configs" / "vllm_model.yaml")
+    configs = ",".join(map(str, paths))
     args = [f"+config_paths=[{configs}]", f"+policy_base_url={vllm_server.base_url}", "+policy_api_key=EMPTY",
             f"+policy_model_name={vllm_server.model}"]
     math_rows = REPO_ROOT / "nemo_gym" / "resources_servers" / "math" / "data" / "arithmetic_example.jsonl"

@@ -1,28 +1,19 @@
-"""Shared fixtures. The real vLLM server is started once per test session (its cold start is minutes on CPU)."""
+"""Fixtures shared by every test of the repository: tests/ and each server's own tests/ folder under nemo_gym/.
+The real vLLM server is started once per test session (its cold start is minutes on CPU)."""
 
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Iterator
 
 import httpx
 import pytest
 
 from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
+from tests.helpers.model import MODEL_DIR, MODEL_NAME, VLLMServer
 from tests.helpers.stack import REPO_ROOT, free_port
-
-MODEL_DIR = Path(os.environ.get("NEMO_GYM_TEST_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct"))
-MODEL_NAME = "SmolLM2-135M-Instruct"
-
-
-class VLLMServer:
-    def __init__(self, base_url: str, model: str, cold_start_s: float) -> None:
-        self.base_url = base_url
-        self.model = model
-        self.cold_start_s = cold_start_s
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from nemo_gym.experience.chat_template import ChatTemplate
-from tests.conftest import MODEL_DIR
+from tests.helpers.model import MODEL_DIR
 from tests.helpers.stack import REPO_ROOT, running_stack
 
 CONFIG = REPO_ROOT / "configs" / "vllm_model.yaml"

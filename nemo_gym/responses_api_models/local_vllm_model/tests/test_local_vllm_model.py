@@ -7,7 +7,7 @@ import psutil
 import pytest
 
 from nemo_gym import protocol
-from tests.conftest import MODEL_DIR
+from tests.helpers.model import MODEL_DIR
 from tests.helpers.stack import REPO_ROOT, running_stack
 
 

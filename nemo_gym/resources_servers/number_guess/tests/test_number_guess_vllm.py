@@ -11,18 +11,18 @@ import pytest
 from transformers import AutoTokenizer
 
 from nemo_gym.experience.agent_results import result_to_completion
-from tests.conftest import MODEL_DIR
-from tests.helpers.stack import REPO_ROOT, Stack, running_stack
+from tests.helpers.model import MODEL_DIR
+from tests.helpers.stack import REPO_ROOT, Stack, environment_config, running_stack
 
 GAMES = REPO_ROOT / "nemo_gym" / "resources_servers" / "number_guess" / "data" / "example.jsonl"
-MAX_TURNS = 8  # configs/number_guess.yaml
+MAX_TURNS = 8  # nemo_gym/resources_servers/number_guess/configs/number_guess.yaml
 ROWS = 4
 GREEDY = ["+responses_create_params.temperature=0.0", "+responses_create_params.max_output_tokens=16"]
 
 
 @pytest.fixture(scope="module")
 def stack(vllm_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    configs = f"{REPO_ROOT}/configs/number_guess.yaml,{REPO_ROOT}/configs/vllm_model.yaml"
+    configs = f"{environment_config('number_guess')},{REPO_ROOT}/configs/vllm_model.yaml"
     model = [f"+policy_base_url={vllm_server.base_url}", "+policy_api_key=EMPTY",
              f"+policy_model_name={vllm_server.model}"]
     with running_stack([f"+config_paths=[{configs}]", *model], cwd=tmp_path_factory.mktemp("ng_vllm")) as running:

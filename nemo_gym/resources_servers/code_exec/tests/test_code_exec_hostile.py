@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.helpers.stack import REPO_ROOT, Stack
-from tests.servers.code_exec_support import (
+from nemo_gym.resources_servers.code_exec.tests.code_exec_support import (
     SERVER, assert_still_serving, code_exec_stack, code_row, sandbox_processes, verify,
 )
 

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers.code_exec_support import CHECK_TRUE, PASSING_CODE, code_exec_stack, code_row, verify
+from nemo_gym.resources_servers.code_exec.tests.code_exec_support import (
+    CHECK_TRUE, PASSING_CODE, code_exec_stack, code_row, verify,
+)
 
 # Fault injection: a bwrap that fails the way it does on a machine without user namespaces.
 FAILING_BWRAP = "#!/bin/sh\necho 'bwrap: No permissions to create a new namespace' >&2\nexit 1\n"

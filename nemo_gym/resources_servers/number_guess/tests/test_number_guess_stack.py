@@ -8,12 +8,12 @@ import orjson
 import pytest
 
 from nemo_gym.protocol import SESSION_HEADER
-from tests.helpers.stack import REPO_ROOT, Stack, running_stack
+from tests.helpers.stack import REPO_ROOT, Stack, environment_config, running_stack
 
 GUESSING_MODEL = REPO_ROOT / "tests" / "helpers" / "guessing_model.py"
 SCRIPTED_MODEL = REPO_ROOT / "tests" / "helpers" / "scripted_model.py"
 GAMES = REPO_ROOT / "nemo_gym" / "resources_servers" / "number_guess" / "data" / "example.jsonl"
-MAX_TURNS = 8  # configs/number_guess.yaml
+MAX_TURNS = 8  # nemo_gym/resources_servers/number_guess/configs/number_guess.yaml
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "model_server": {"type": "responses_api_models", "name": "failing_model"}}}},
     }
     (workdir / "test_servers.yaml").write_bytes(orjson.dumps(extra))  # JSON is valid YAML
-    paths = f"{REPO_ROOT / 'configs' / 'number_guess.yaml'},{workdir / 'test_servers.yaml'}"
+    paths = f"{environment_config('number_guess')},{workdir / 'test_servers.yaml'}"
     with running_stack([f"+config_paths=[{paths}]"], cwd=workdir) as running:
         yield running
 

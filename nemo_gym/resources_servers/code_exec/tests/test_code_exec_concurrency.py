@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.servers.code_exec_support import SERVER, code_exec_stack, code_row
+from nemo_gym.resources_servers.code_exec.tests.code_exec_support import SERVER, code_exec_stack, code_row
 
 VERIFIES = 32
 MAX_CONCURRENT = 4
