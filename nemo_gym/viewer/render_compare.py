@@ -16,8 +16,8 @@ def changed_tasks(comparison: Comparison, params: dict[str, Any], page: int, lim
     summary = (f'<p class="facts"><b>{c.total_changed:,}</b> of {c.common:,} common tasks changed mean reward: '
                f'<span class="down">{c.worse:,} worse</span>, <span class="up">{c.better:,} better</span>'
                f"; {c.only_a:,} tasks only in A, {c.only_b:,} only in B</p>")
-    form = (f'<form class="filters" method="get" action="/compare">'
-            f'<select name="direction" class="autosubmit">'
+    form = ('<form class="filters" method="get" action="/compare">'
+            '<select name="direction" class="autosubmit">'
             + "".join(f'<option value="{d}"{" selected" if params.get("direction") == d else ""}>{d}</option>'
                       for d in ("all", "worse", "better"))
             + '</select><select name="order" class="autosubmit">'

@@ -72,9 +72,9 @@ def _bad_input_cases(tmp_path: Path) -> list[tuple[bytes, list[str], str]]:
         (good + b'\n' + orjson.dumps({"responses_create_params": {"input": "x"}, "agent_ref": {"name": "ghost"}}),
          [], "in.jsonl:2: unknown agent 'ghost' (running agents: agent_a, agent_b, always_500,"),
         (b"\n\n", [], "no rows (the file is empty)"),
-        (orjson.dumps({"responses_create_params": {"input": "x"}, "_ng_task_index": 1}) + b"\n"
-         + orjson.dumps({"responses_create_params": {"input": "y"}, "_ng_task_index": 1}), [],
-         "in.jsonl:2: duplicate _ng_task_index 1"),
+        # Rows may share an _ng_task_index (NeMo Gym's grouping); a negative one is still refused.
+        (good + b"\n" + orjson.dumps({"responses_create_params": {"input": "y"}, "_ng_task_index": -1}), [],
+         "in.jsonl:2: _ng_task_index must be a non-negative integer below 2**63, got -1"),
         (good, ["+num_repeats=-2"], "+num_repeats must be a positive integer, got -2"),
         (good, ["+num_repeats={_default: 1.5}"], "+num_repeats._default must be a positive integer"),
         (good, [f"+prompt_config={tmp_path}/prompt.yaml"], "in.jsonl:1: row already has responses_create_params.input"),
