@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
+from tests.helpers.requirements import REQUIRE_ALL_VAR, require_all
 from tests.helpers.stack import REPO_ROOT, free_port
 
 MODEL_DIR = Path(os.environ.get("NEMO_GYM_TEST_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct"))
@@ -86,17 +87,32 @@ def _has_cuda() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `gpu` run only where CUDA is; elsewhere they are deselected, and the summary says so."""
+    """Tests marked `gpu` run only where CUDA is; elsewhere they are deselected (not skipped), and the summary
+    names them."""
     if _has_cuda():
         return
     gpu = [item for item in items if item.get_closest_marker("gpu")]
     if gpu:
         items[:] = [item for item in items if not item.get_closest_marker("gpu")]
         config.hook.pytest_deselected(items=gpu)
-        config._nemo_gym_gpu_deselected = len(gpu)
+        config._nemo_gym_gpu_deselected = [item.nodeid for item in gpu]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """Under NEMO_GYM_REQUIRE_ALL a skip from anywhere (not only tests.helpers.requirements) fails the test."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and require_all():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = f"skipped, and {REQUIRE_ALL_VAR}=1 allows no skips: {reason}"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    deselected = getattr(config, "_nemo_gym_gpu_deselected", 0)
+    deselected = getattr(config, "_nemo_gym_gpu_deselected", [])
     if deselected:
-        terminalreporter.write_line(f"{deselected} test(s) marked gpu deselected: no CUDA device on this machine")
+        terminalreporter.write_sep("=", f"{len(deselected)} test(s) marked gpu deselected: no CUDA device here")
+        for nodeid in deselected:
+            terminalreporter.write_line(f"DESELECTED (gpu, no CUDA) {nodeid}")
