@@ -47,9 +47,9 @@ class FaultProxy:
         return asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(timeout=10)
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=60)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=60)
 
     async def _listen(self) -> int:
         self._client = httpx.AsyncClient(base_url=self.upstream, trust_env=False, timeout=30)
