@@ -3,7 +3,7 @@
     collector -> [agent_hop] -> simple_agent -> [weather_hop] -> weather env
                                              -> [model_hop] -> vllm_model -> [in-process proxy] -> instant_chat
 
-A seeded plan gives 40 of the 200 rollouts one fault each: every fault kind on every hop, twice. A rollout either
+A seeded plan gives 40 of the 120 rollouts one fault each: every fault kind on every hop, twice. A rollout either
 succeeds with reward 1 or is recorded as failed with the class the table below predicts; nothing else.
 """
 
@@ -22,7 +22,7 @@ from tests.helpers.stack import Stack, free_port, running_stack
 from tests.reliability.apps.fault_proxy import FAULTS, FaultProxy
 from tests.reliability.conftest import AGENT, stack_args, write_weather_rows
 
-ROWS = 200
+ROWS = 120
 FAULT_HOP = Path(__file__).parent / "apps" / "fault_hop.py"
 HOPS = ("agent_hop", "weather_hop", "model_hop", "chat")  # chat: vllm_model -> the stub, the in-process proxy
 # What one fault on the first request of a rollout through that hop leads to: None is a rollout that still succeeds.
@@ -58,7 +58,7 @@ def _hops_config(workdir: Path) -> Path:
 @pytest.fixture
 def hopped_stack(tmp_path: Path) -> Iterator[tuple[Stack, FaultProxy]]:
     chat_port = free_port()
-    proxy = FaultProxy(f"http://127.0.0.1:{chat_port}", rate=0.0, seed=20240611)
+    proxy = FaultProxy(f"http://127.0.0.1:{chat_port}", rate=0.0, seed=20240611, hang_s=600)
     proxy_port = proxy.start()
     args = stack_args(tmp_path, chat_port, f"http://127.0.0.1:{proxy_port}/v1")
     args[0] = args[0].replace("]", f",{_hops_config(tmp_path)}]")
@@ -98,18 +98,20 @@ def test_faults_on_every_hop_give_the_predicted_failure_class_and_resume_finishe
     combos = [(hop, fault) for hop in HOPS for fault in FAULTS] * 2
     plan = dict(zip(rng.sample(range(ROWS), len(combos)), combos))
     _set_plans(stack, proxy, plan)
-    # One attempt per rollout, so each fault the stack does not absorb is a recorded failure; the deadline is far
-    # above a clean rollout's time on a busy machine and above vllm_model's 2 s read timeout (it retries a hang).
+    # One attempt per rollout, so each fault the stack does not absorb is a recorded failure. The deadline is far
+    # above a clean rollout's time on a busy machine and above vllm_model's 2 s read timeout (it retries a hang),
+    # and far below how long a hang holds (600 s), so a hang the stack does not absorb ends as `timeout`.
     args = [f"+head_server.port={stack.head_url.rsplit(':', 1)[1]}", "+agent_name=agent_hop",
             f"+input_jsonl_fpath={tmp_path / 'in.jsonl'}", f"+output_jsonl_fpath={out}",
-            "+num_samples_in_parallel=32", "+max_attempts=1", "+rollout_timeout_s=8"]
+            "+num_samples_in_parallel=16", "+max_attempts=1", "+rollout_timeout_s=30"]
     started = time.monotonic()
     first = run_cli("collect", args, tmp_path, timeout=300)
     elapsed = time.monotonic() - started
     injected = _injected(stack, proxy)
     _set_plans(stack, proxy, {})
     print(f"faulted run: {elapsed:.1f} s; injected {len(injected)}: {dict(Counter(injected.values()))}")
-    assert injected == plan, f"planned but not injected: {set(plan.items()) - set(injected.items())}"
+    assert injected == plan, (f"planned but not injected: {set(plan.items()) - set(injected.items())}; "
+                              f"in-process proxy: {proxy.requests} requests, plan {proxy.plan}")
 
     succeeded = keys(out)
     failures = read_rows(failures_path)
