@@ -4,7 +4,6 @@ import ast
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from tests.helpers.stack import REPO_ROOT
 
