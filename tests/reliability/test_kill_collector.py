@@ -1,7 +1,7 @@
-"""kill -9 of the collector at 9 seeded points across consecutive runs at 64 concurrent: every key ends up exactly
+"""kill -9 of the collector at 12 seeded points across consecutive runs at 64 concurrent: every key ends up exactly
 once, and torn last lines left by kills that landed inside a write are repaired by the next run.
 
-Every 4th row carries a 512 KiB field that its output line repeats, so that line is one `write` long enough to be cut:
+Every 16th row carries a 4 MiB field that its output line repeats, so that line is one `write` long enough to be cut:
 some kills are timed to land while the output's last line is still being written (the file does not end in a
 newline), and the test asserts that such torn tails really were produced and that the next run repaired each one.
 This is the long version of tests/collection/test_resume.py's 6-point test, against the real agent and environment.
@@ -21,8 +21,8 @@ import pytest
 from tests.collection.util import cli, read_rows, run_cli, sidecar
 from tests.reliability.conftest import ReliabilityStack, write_weather_rows
 
-ROWS, KILLS, PARALLEL = 200, 9, 64
-PADDING, PADDED_EVERY = 512 << 10, 4
+ROWS, KILLS, PARALLEL = 240, 12, 64
+PADDING, PADDED_EVERY = 4 << 20, 16
 WHEN = ("start-up", "running", "mid-write")
 
 
@@ -92,7 +92,7 @@ def _wait_for_collecting(proc: subprocess.Popen) -> list[bytes]:
 
 
 @pytest.mark.timeout(600)
-def test_kill_9_at_9_points_at_64_concurrent_repairs_torn_tails_and_resume_gives_every_key_once(
+def test_kill_9_at_12_points_at_64_concurrent_repairs_torn_tails_and_resume_gives_every_key_once(
         faults_off: ReliabilityStack, tmp_path: Path) -> None:
     write_weather_rows(tmp_path / "in.jsonl", ROWS, padding=PADDING, padded_every=PADDED_EVERY)
     out = tmp_path / "out" / "r.jsonl"
