@@ -2,17 +2,12 @@
 The real vLLM server is started once per test session (its cold start is minutes on CPU)."""
 
 import os
-import signal
-import subprocess
-import sys
-import time
 from typing import Iterator
 
-import httpx
 import pytest
 
-from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
-from tests.helpers.model import MODEL_DIR, MODEL_NAME, VLLMServer
+from tests.helpers.model import MODEL_NAME, VLLMServer, has_cuda, vllm_process
+from tests.helpers.requirements import REQUIRE_ALL_VAR, require_all
 from tests.helpers.stack import REPO_ROOT, free_port
 
 
@@ -27,67 +22,38 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
     if external:
         yield VLLMServer(external.rstrip("/"), MODEL_NAME, 0.0)
         return
-    if not (MODEL_DIR / "config.json").is_file():
-        pytest.fail(f"model not prepared at {MODEL_DIR}: run `bash scripts/setup.sh`")
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    log = open(log_path, "wb")
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(MODEL_DIR), "--served-model-name", MODEL_NAME,
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", default_vllm_dtype(), "--max-model-len", "2048",
-        # Eager mode halves the CPU cold start at about the same generation speed.
-        "--enforce-eager",
-        "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
-    ]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"}
-    started = time.monotonic()
-    popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        while True:
-            if popen.poll() is not None:
-                pytest.fail(f"vLLM exited with {popen.returncode}:\n{log_path.read_text()[-4000:]}")
-            try:
-                if httpx.get(f"{base_url}/models", timeout=2, trust_env=False).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() - started > 600:
-                pytest.fail(f"vLLM not up after 600 s:\n{log_path.read_text()[-4000:]}")
-            time.sleep(1)
-        cold_start = time.monotonic() - started
-        (REPO_ROOT / ".vllm_cold_start_s").write_text(f"{cold_start:.1f}\n")
-        yield VLLMServer(base_url, MODEL_NAME, cold_start)
-    finally:
-        try:
-            os.killpg(popen.pid, signal.SIGTERM)
-            popen.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(popen.pid, signal.SIGKILL)
-        log.close()
-
-
-def _has_cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+    with vllm_process(free_port(), tmp_path_factory.mktemp("vllm") / "vllm.log") as server:
+        (REPO_ROOT / ".vllm_cold_start_s").write_text(f"{server.cold_start_s:.1f}\n")
+        yield server
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `gpu` run only where CUDA is; elsewhere they are deselected, and the summary says so."""
-    if _has_cuda():
+    """Tests marked `gpu` run only where CUDA is; elsewhere they are deselected (not skipped), and the summary
+    names them."""
+    if has_cuda():
         return
     gpu = [item for item in items if item.get_closest_marker("gpu")]
     if gpu:
         items[:] = [item for item in items if not item.get_closest_marker("gpu")]
         config.hook.pytest_deselected(items=gpu)
-        config._nemo_gym_gpu_deselected = len(gpu)
+        config._nemo_gym_gpu_deselected = [item.nodeid for item in gpu]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """Under NEMO_GYM_REQUIRE_ALL a skip from anywhere (not only tests.helpers.requirements) fails the test."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and require_all():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = f"skipped, and {REQUIRE_ALL_VAR}=1 allows no skips: {reason}"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    deselected = getattr(config, "_nemo_gym_gpu_deselected", 0)
+    deselected = getattr(config, "_nemo_gym_gpu_deselected", [])
     if deselected:
-        terminalreporter.write_line(f"{deselected} test(s) marked gpu deselected: no CUDA device on this machine")
+        terminalreporter.write_sep("=", f"{len(deselected)} test(s) marked gpu deselected: no CUDA device here")
+        for nodeid in deselected:
+            terminalreporter.write_line(f"DESELECTED (gpu, no CUDA) {nodeid}")

@@ -124,13 +124,17 @@ fi
 
 log "done"
 
-# 7. Slurm packages for tests/slurm (scripts/slurm_cluster.sh starts a one-node cluster from them): installed only
-#    when running as root and sbatch is missing. A failed install does not fail setup; the Slurm tests report it.
-if [[ "$(id -u)" == 0 ]] && ! command -v sbatch >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-  log "installing slurm-wlm and munge (apt)"
+# 7. System packages the tests need, installed only when running as root and missing: Slurm for tests/slurm
+#    (scripts/slurm_cluster.sh starts a one-node cluster from them) and chromium, which renders the HTML report.
+#    A failed install does not fail setup; the tests that need them report it.
+APT_PACKAGES=()
+command -v sbatch >/dev/null 2>&1 || APT_PACKAGES+=(slurm-wlm munge)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || APT_PACKAGES+=(chromium)
+if [[ "$(id -u)" == 0 ]] && (( ${#APT_PACKAGES[@]} )) && command -v apt-get >/dev/null 2>&1; then
+  log "installing ${APT_PACKAGES[*]} (apt)"
   if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null &&
-         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; }; then
-    log "warning: could not install slurm-wlm and munge; the Slurm tests will fail"
+         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${APT_PACKAGES[@]}" >/dev/null; }; then
+    log "warning: could not install ${APT_PACKAGES[*]}; the tests that need them will fail"
   fi
 fi
 

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from tests.collection.util import keys, read_rows, run_cli, sidecar, stack_config, write_rows
+from tests.helpers.requirements import require
 from tests.helpers.stack import Stack, running_stack
 
 ROWS, REPEATS = 21, 4
@@ -72,12 +73,12 @@ def test_live_and_offline_metrics_agree_and_shards_merge_to_the_single_run(stack
     html = report.read_text()
     assert "agent_a" in html and 'class="pass-at-k"' in html and 'class="histogram"' in html
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium:
-        shot = tmp_path / "report.png"
-        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        f"--screenshot={shot}", "--window-size=1000,900", f"file://{report}"],
-                       capture_output=True, timeout=120)
-        assert shot.stat().st_size > 10_000  # a rendered page with charts, not a blank one
+    require(chromium is not None, "no chromium to render the report (apt-get install chromium)")
+    shot = tmp_path / "report.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    f"--screenshot={shot}", "--window-size=1000,900", f"file://{report}"],
+                   capture_output=True, timeout=120)
+    assert shot.stat().st_size > 10_000  # a rendered page with charts, not a blank one
 
 
 def test_wandb_offline_run_holds_rollouts_and_metrics(stack: Stack, tmp_path: Path) -> None:

@@ -40,15 +40,19 @@ def stack_args(workdir: Path, chat_port: int, model_base_url: str) -> list[str]:
     return [f"+config_paths=[{WEATHER_ENV},{workdir / 'model.yaml'}]", f"+log_dir={workdir / 'ng_logs'}"]
 
 
-def write_weather_rows(path: Path, n: int) -> Path:
-    """`n` weather questions the stub answers correctly (reward 1), cycling through `CITIES`."""
+def write_weather_rows(path: Path, n: int, padding: int = 0, padded_every: int = 1) -> Path:
+    """`n` weather questions the stub answers correctly (reward 1), cycling through `CITIES`. With `padding` > 0,
+    every `padded_every`-th row gets a field of that many characters, which its rollout carries to its output line."""
     tools = orjson.loads(WEATHER_ROWS.read_bytes().splitlines()[0])["responses_create_params"]["tools"]
     with open(path, "wb") as out:
         for i in range(n):
             city = CITIES[i % len(CITIES)]
             params = {"input": [{"role": "user", "content": f"Question {i}: what's the weather in {city}?"}],
                       "tools": tools}
-            out.write(orjson.dumps({"responses_create_params": params, "expected_city": city}) + b"\n")
+            row = {"responses_create_params": params, "expected_city": city}
+            if padding and i % padded_every == 0:
+                row["padding"] = "x" * padding
+            out.write(orjson.dumps(row) + b"\n")
     return path
 
 

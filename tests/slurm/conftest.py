@@ -7,6 +7,7 @@ from typing import Iterator
 
 import pytest
 
+from tests.helpers.requirements import require
 from tests.helpers.stack import REPO_ROOT
 
 CLUSTER_SCRIPT = REPO_ROOT / "scripts" / "slurm_cluster.sh"
@@ -16,8 +17,8 @@ CLUSTER_SCRIPT = REPO_ROOT / "scripts" / "slurm_cluster.sh"
 def slurm_cluster() -> Iterator[None]:
     """Start the one-node cluster (installing Slurm when root and it is missing); stop it after the session if we
     started it."""
-    if os.geteuid() != 0 and shutil.which("sbatch") is None:
-        pytest.skip("Slurm is not installed and installing it needs root")
+    require(os.geteuid() == 0 or shutil.which("sbatch") is not None,
+            "Slurm is not installed and installing it needs root")
     done = subprocess.run(["bash", str(CLUSTER_SCRIPT), "start"], capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         pytest.fail(f"could not start the Slurm cluster:\n{done.stdout}\n{done.stderr}")

@@ -4,13 +4,16 @@ from pathlib import Path
 
 import orjson
 
+from nemo_gym.resources_servers.math.generate_arithmetic import generate_rows
 from tests.slurm.util import (
+    assert_merged_metrics,
     count_lines,
     instant_model,
     job_ids,
     keys_of,
     make_workdir,
     stub_args,
+    stub_reward,
     submit,
     wait_for_jobs,
 )
@@ -28,7 +31,9 @@ def test_array_then_aggregate_merges_every_rollout_once(tmp_path: Path, slurm_jo
     keys = keys_of(run / "rollouts.jsonl")
     assert len(keys) == len(set(keys)) == ROWS * REPEATS
     assert set(keys) == {(t, r) for t in range(ROWS) for r in range(REPEATS)}
-    assert (run / "rollouts_aggregate_metrics.json").is_file()
+    expected = {t: stub_reward(row) for t, row in enumerate(generate_rows(ROWS, 0))}
+    metrics = assert_merged_metrics(run, ROWS, REPEATS, expected)
+    assert 0 < metrics["mean/reward"] < 1  # the stub's known mix of right and wrong answers
     for shard in range(SHARDS):
         assert count_lines(run / "rollouts" / f"rollouts-shard{shard}-of{SHARDS}.jsonl") == ROWS * REPEATS // SHARDS
         assert "servers healthy" in (run / "logs" / f"shard{shard}.log").read_text()

@@ -3,7 +3,9 @@
 import subprocess
 from pathlib import Path
 
+from nemo_gym.resources_servers.math.generate_arithmetic import generate_rows
 from tests.slurm.util import (
+    assert_merged_metrics,
     count_lines,
     instant_model,
     job_ids,
@@ -12,6 +14,7 @@ from tests.slurm.util import (
     ng_slurm_submit,
     queued,
     stub_args,
+    stub_reward,
     submit,
     wait_for_jobs,
     wait_until,
@@ -46,7 +49,8 @@ def _resumed_from(run: Path, shard: int) -> int:
 def _assert_complete(run: Path) -> None:
     keys = keys_of(run / "rollouts.jsonl")
     assert len(keys) == len(set(keys)) == ROWS * REPEATS
-    assert (run / "rollouts_aggregate_metrics.json").is_file()
+    # The metrics merged after a stop and a resubmission count each rollout once, with the stub's known rewards.
+    assert_merged_metrics(run, ROWS, REPEATS, {t: stub_reward(row) for t, row in enumerate(generate_rows(ROWS, 0))})
 
 
 def test_stopped_tasks_are_resubmitted_and_merge_is_exact(tmp_path: Path, slurm_jobs: set[str]) -> None:

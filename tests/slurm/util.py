@@ -16,6 +16,7 @@ import pytest
 from nemo_gym.resources_servers.math.generate_arithmetic import generate_rows
 from nemo_gym.rollout_collection.keys import row_key
 from tests.helpers.stack import REPO_ROOT, environment_config, free_port
+from tests.slurm.apps.instant_chat_model import answer
 
 STUB_APP = Path(__file__).parent / "apps" / "instant_chat_model.py"
 CONFIGS = REPO_ROOT / "configs"
@@ -119,3 +120,32 @@ def stub_args(run_dir: str, shards: int, repeats: int, parallel: int) -> list[st
         f"+num_repeats={repeats}", f"+num_samples_in_parallel={parallel}",
         f"+run_dir={run_dir}", f"+num_shards={shards}",
     ]
+
+
+def stub_reward(row: dict) -> float:
+    """The reward the instant model earns on an input row (its `answer` is right when the first operand is even)."""
+    question = row["responses_create_params"]["input"][0]["content"]
+    return float(answer(question) == f"The answer is {row['expected_answer']}.")
+
+
+def assert_merged_metrics(run: Path, tasks: int, repeats: int, expected_rewards: dict[int, float] | None = None
+                          ) -> dict:
+    """The merged metrics file agrees with the merged rollouts, counted and averaged here from the rows themselves
+    (and with `expected_rewards`, task index -> reward, where the model's answers are known); returns the metrics."""
+    rows = [orjson.loads(line) for line in (run / "rollouts.jsonl").read_bytes().splitlines()]
+    by_task: dict[int, list[float]] = {}
+    for row in rows:
+        by_task.setdefault(row["_ng_task_index"], []).append(row["reward"])
+    if expected_rewards is not None:
+        assert {t: set(r) for t, r in by_task.items()} == {t: {r} for t, r in expected_rewards.items()}
+    (entry,) = orjson.loads((run / "rollouts_aggregate_metrics.json").read_bytes())
+    metrics = entry["agent_metrics"]
+    mean = sum(r["reward"] for r in rows) / len(rows)
+    assert metrics["num_rollouts"] == len(rows) == tasks * repeats and metrics["num_tasks"] == tasks
+    assert metrics["mean/reward"] == pytest.approx(mean) and metrics["num_failed"] == 0
+    groups = {g["_ng_task_index"]: g for g in entry["group_level_metrics"]}
+    assert sorted(groups) == sorted(by_task) == list(range(tasks))
+    for task, rewards in by_task.items():
+        assert groups[task]["num_rollouts"] == repeats == len(rewards)
+        assert groups[task]["mean/reward"] == pytest.approx(sum(rewards) / repeats)
+    return metrics

@@ -3,6 +3,7 @@
 import pytest
 
 from nemo_gym import protocol
+from tests.helpers.requirements import require_module
 
 WEATHER_TOOL = {
     "type": "function",
@@ -193,7 +194,7 @@ def test_token_info_goes_on_last_item_of_generation() -> None:
 
 
 def test_response_validates_against_openai_sdk_model() -> None:
-    openai_types = pytest.importorskip("openai.types.responses")
+    openai_types = require_module("openai.types.responses")
     tool_calls = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
     for completion in (_completion({"content": "Hi", "tool_calls": tool_calls}), _completion({"content": ""})):
         response = protocol.chat_to_response(completion, {"input": "x", "tools": [WEATHER_TOOL]})

@@ -1,26 +1,40 @@
-"""A fault-injecting HTTP/1.1 proxy for the reliability suite, run on its own event loop in a background thread.
+"""A fault-injecting HTTP/1.1 proxy for the reliability suite.
 
-Each request is forwarded to `upstream`, except that a seeded draw picks a `rate` share of requests for one of:
+Each request is forwarded to the upstream, except for the ones picked for one of:
     latency   forward after a 50-300 ms pause
     http_503  answer 503 without forwarding
     reset     abort the connection with a TCP RST
     hang      never answer; hold the connection until the client gives up (or `hang_s` passes)
     truncate  forward, then send the full Content-Length header but only half the body, and close
-`rate` may be changed while it runs (0 turns faults off); `injected` counts what was done.
+Two ways to pick: `rate`, a seeded draw over all requests (0 turns it off), or `plan`, task index -> fault, applied
+to the first request of that rollout through this proxy (the rollout's task index comes from the body's
+`_ng_task_index`, from a session id seen with one, or from the "Question N" of the weather rows). `injected` counts
+what was done, `injected_keys` records which rollout got which fault.
+
+It runs on its own event loop in a background thread (`start`), or as the whole process (`run`, used by fault_hop.py,
+which puts it between two servers of an `ng_run` stack). `GET /_faults` answers the record and `POST /_faults` sets
+the plan, so a test can steer a proxy in another process; `GET /health` is answered here, never forwarded.
 """
 
 import asyncio
 import random
+import re
 import socket
 import struct
 import threading
 from collections import Counter
 from http import HTTPStatus
+from typing import Awaitable, Callable
 
 import httpx
+import orjson
+
+from nemo_gym.protocol import SESSION_HEADER
 
 FAULTS = ("latency", "http_503", "reset", "hang", "truncate")
 _HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding"}
+_QUESTION = re.compile(rb"Question (\d+):")
+Request = tuple[str, str, dict[str, str], bytes]
 
 
 def _head(status: int, content_type: str, length: int) -> bytes:
@@ -29,12 +43,16 @@ def _head(status: int, content_type: str, length: int) -> bytes:
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, rate: float, seed: int, hang_s: float = 10.0) -> None:
+    def __init__(self, upstream: str | Callable[[], Awaitable[str]], rate: float, seed: int,
+                 hang_s: float = 10.0) -> None:
         self.upstream = upstream
         self.rate = rate
         self.hang_s = hang_s
+        self.plan: dict[int, str] = {}
         self.injected: Counter[str] = Counter()
+        self.injected_keys: dict[int, str] = {}
         self.requests = 0
+        self._sessions: dict[str, int] = {}
         self._rng = random.Random(seed)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault_proxy", daemon=True)
@@ -42,29 +60,62 @@ class FaultProxy:
         self._client: httpx.AsyncClient | None = None
 
     def start(self) -> int:
-        """Listen on a free loopback port; returns the port."""
+        """Listen on a free loopback port from a background thread; returns the port."""
         self._thread.start()
-        return asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(timeout=10)
+        return asyncio.run_coroutine_threadsafe(self._listen("127.0.0.1", 0), self._loop).result(timeout=60)
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=60)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=60)
 
-    async def _listen(self) -> int:
-        self._client = httpx.AsyncClient(base_url=self.upstream, trust_env=False, timeout=30)
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+    def run(self, host: str, port: int) -> None:
+        """Serve on `host:port` in this thread until the process is stopped."""
+        self._loop.run_until_complete(self._listen(host, port))
+        self._loop.run_forever()
+
+    async def _listen(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._connection, host, port)
         return self._server.sockets[0].getsockname()[1]
 
     async def _close(self) -> None:
         self._server.close()
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
 
-    def _draw(self) -> str | None:
+    async def _upstream_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            base_url = self.upstream if isinstance(self.upstream, str) else await self.upstream()
+            self._client = httpx.AsyncClient(base_url=base_url, trust_env=False, timeout=30)
+        return self._client
+
+    def _task_index(self, request: Request) -> int | None:
+        """The task index of the rollout a request belongs to, where it can tell."""
+        _, path, headers, body = request
+        session = headers.get(SESSION_HEADER)
+        if b'"_ng_task_index"' in body:
+            row = orjson.loads(body)
+            if isinstance(row, dict) and type(row.get("_ng_task_index")) is int:
+                if session:
+                    self._sessions[session] = row["_ng_task_index"]
+                return row["_ng_task_index"]
+        if session in self._sessions:
+            return self._sessions[session]
+        if path.endswith(("/chat/completions", "/responses")) and (match := _QUESTION.search(body)):
+            return int(match.group(1))
+        return None
+
+    def _draw(self, request: Request) -> str | None:
         self.requests += 1
-        if self._rng.random() >= self.rate:
+        if self.plan:
+            key = self._task_index(request)
+            if key not in self.plan or key in self.injected_keys:
+                return None
+            fault = self.injected_keys[key] = self.plan[key]
+        elif self._rng.random() < self.rate:
+            fault = self._rng.choice(FAULTS)
+        else:
             return None
-        fault = self._rng.choice(FAULTS)
         self.injected[fault] += 1
         return fault
 
@@ -78,10 +129,29 @@ class FaultProxy:
         finally:
             writer.close()
 
-    async def _answer(self, request: tuple[str, str, dict[str, str], bytes], reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter) -> bool:
+    def _control(self, request: Request) -> bytes | None:
+        """The reply to a request for the proxy itself, or None for one to forward."""
+        method, path, _, body = request
+        if path == "/health":
+            reply = b'{"status": "ok"}'
+        elif path == "/_faults" and method == "POST":
+            self.plan = {int(k): v for k, v in orjson.loads(body)["plan"].items()}
+            self.injected_keys.clear()
+            reply = b"{}"
+        elif path == "/_faults":
+            reply = orjson.dumps({"injected": {str(k): v for k, v in self.injected_keys.items()},
+                                  "requests": self.requests}, option=orjson.OPT_NON_STR_KEYS)
+        else:
+            return None
+        return _head(200, "application/json", len(reply)) + reply
+
+    async def _answer(self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Answer one request; False when the connection must not be reused."""
-        fault = self._draw()
+        if (control := self._control(request)) is not None:
+            writer.write(control)
+            await writer.drain()
+            return True
+        fault = self._draw(request)
         if fault == "reset":
             writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             writer.transport.abort()
@@ -100,8 +170,9 @@ class FaultProxy:
         if fault == "latency":
             await asyncio.sleep(self._rng.uniform(0.05, 0.3))
         method, path, headers, body = request
-        reply = await self._client.request(method, path, content=body,
-                                           headers={k: v for k, v in headers.items() if k not in _HOP_HEADERS})
+        client = await self._upstream_client()
+        reply = await client.request(method, path, content=body,
+                                     headers={k: v for k, v in headers.items() if k not in _HOP_HEADERS})
         head = _head(reply.status_code, reply.headers.get("content-type", "application/json"), len(reply.content))
         if fault == "truncate":
             writer.write(head + reply.content[: len(reply.content) // 2])
@@ -112,7 +183,7 @@ class FaultProxy:
         return True
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes] | None:
+async def _read_request(reader: asyncio.StreamReader) -> Request | None:
     """(method, path, headers, body) of the next request on the connection, or None at its end."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -121,5 +192,17 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[st
     request_line, *lines = head.decode("latin-1").rstrip("\r\n").split("\r\n")
     method, path, _ = request_line.split(" ", 2)
     headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        return method, path, headers, await _read_chunked(reader)
     body = await reader.readexactly(int(headers.get("content-length", "0")))
     return method, path, headers, body
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    """A chunked body (as streamed uploads send), joined."""
+    chunks = []
+    while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+        chunks.append(await reader.readexactly(size))
+        await reader.readexactly(2)
+    await reader.readuntil(b"\r\n")  # the blank line after the last chunk (no trailers are sent here)
+    return b"".join(chunks)

@@ -1,4 +1,5 @@
-"""A stand-in for vLLM's OpenAI-compatible server that answers every chat completion with the same short text.
+"""A stand-in for vLLM's OpenAI-compatible server that answers arithmetic questions instantly: right when the first
+operand is even (see `answer`), "42" otherwise, so a run's rewards are a known mix of 0 and 1.
 
     python tests/slurm/apps/instant_chat_model.py --port 8000 [--delay-s 0.2]
 
@@ -8,6 +9,7 @@ the model path, this one keeps the Slurm tests fast.
 
 import argparse
 import asyncio
+import re
 import time
 
 import uvicorn
@@ -16,13 +18,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-ANSWER = "The answer is 42."
 MODEL = "instant-stub"
+QUESTION = re.compile(r"What is (\d+) \+ (\d+)\?")
+
+
+def answer(question: str) -> str:
+    """The reply to one user message; the Slurm tests compute the expected rewards with this same function."""
+    match = QUESTION.search(question)
+    if match and int(match.group(1)) % 2 == 0:
+        return f"The answer is {int(match.group(1)) + int(match.group(2))}."
+    return "The answer is 42."
 
 
 def build_app(delay_s: float) -> Starlette:
     async def chat_completions(request: Request) -> JSONResponse:
         body = await request.json()
+        question = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
         if delay_s:
             await asyncio.sleep(delay_s)
         return JSONResponse(
@@ -34,7 +45,7 @@ def build_app(delay_s: float) -> Starlette:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": ANSWER},
+                        "message": {"role": "assistant", "content": answer(str(question))},
                         "finish_reason": "stop",
                     }
                 ],
