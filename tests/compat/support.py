@@ -9,11 +9,11 @@ import yaml
 
 from tests.collection.util import read_rows, run_cli
 from tests.compat.reference import AGENT, example_rows
-from tests.helpers.stack import REPO_ROOT
+from tests.helpers.stack import REPO_ROOT, environment_config
 from tests.reliability.conftest import write_weather_rows
 
 SEED_CHAT = Path(__file__).parent / "apps" / "seed_chat.py"
-WEATHER_ENV = REPO_ROOT / "configs" / "example_single_tool_call.yaml"
+WEATHER_ENV = environment_config("example_single_tool_call")
 SEED = re.compile(r"\[seed (\w+)\]")
 REPEATS = 2
 SECRET = "sk-compat-test-secret-8c1f2e"

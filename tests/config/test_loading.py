@@ -30,11 +30,12 @@ def test_nested_config_paths_merge_after_the_file_that_lists_them(tmp_path: Path
 
 
 def test_relative_path_falls_back_to_the_install_root(tmp_path: Path) -> None:
-    assert (INSTALL_ROOT / "configs" / "math.yaml").is_file()
-    cfg = load_global_config(["+config_paths=[configs/math.yaml]"], cwd=tmp_path, require_complete=False)
+    shipped = "nemo_gym/resources_servers/math/configs/math.yaml"
+    assert (INSTALL_ROOT / shipped).is_file()
+    cfg = load_global_config([f"+config_paths=[{shipped}]"], cwd=tmp_path, require_complete=False)
     assert cfg.get("math_resources_server.resources_servers.math.verify_workers") == 2
-    write(tmp_path / "configs" / "math.yaml", SERVER.format(kind="local_math", n=1))  # the current directory wins
-    assert set(load_global_config(["+config_paths=[configs/math.yaml]"], cwd=tmp_path).servers()) == {"local_math"}
+    write(tmp_path / shipped, SERVER.format(kind="local_math", n=1))  # the current directory wins
+    assert set(load_global_config([f"+config_paths=[{shipped}]"], cwd=tmp_path).servers()) == {"local_math"}
 
 
 def test_missing_nested_file_names_the_file_that_lists_it(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ import orjson
 import yaml
 
 from tests.collection.util import run_cli
-from tests.helpers.stack import REPO_ROOT, free_port, running_stack
+from tests.helpers.stack import REPO_ROOT, environment_config, free_port, running_stack
 
 WEATHER_CHAT = Path(__file__).parent / "apps" / "weather_chat.py"
-WEATHER_ENV = REPO_ROOT / "configs" / "example_single_tool_call.yaml"
+WEATHER_ENV = environment_config("example_single_tool_call")
 WEATHER_ROWS = REPO_ROOT / "nemo_gym" / "resources_servers" / "example_single_tool_call" / "data" / "example.jsonl"
 AGENT = "example_single_tool_call_simple_agent"
 CITIES = ("Paris", "Tokyo", "New York", "Sydney", "Cairo", "Lima", "Atlantis", "Oslo")

@@ -1,4 +1,4 @@
-"""multi_turn_agent + the number-guessing server in a real `ng_run` stack (configs/number_guess.yaml), driven by a
+"""multi_turn_agent + the number-guessing server in a real `ng_run` stack (number_guess/configs/number_guess.yaml), driven by a
 scripted guessing model: whole games, the turn limit, a full context and a failing model."""
 
 from typing import Any, Iterator

@@ -1,5 +1,5 @@
 """The number-guessing game served for ng_collect_rollouts against the real vLLM (SmolLM2-135M-Instruct): a real
-`ng_run` stack of configs/number_guess.yaml + configs/vllm_model.yaml, multi-turn rollouts, token ids on request."""
+`ng_run` stack of number_guess/configs/number_guess.yaml + configs/vllm_model.yaml, multi-turn rollouts, token ids on request."""
 
 import subprocess
 import sys
