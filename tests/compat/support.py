@@ -9,7 +9,7 @@ import yaml
 
 from tests.collection.util import read_rows, run_cli
 from tests.compat.reference import AGENT, example_rows
-from tests.helpers.stack import REPO_ROOT, environment_config
+from tests.helpers.stack import environment_config
 from tests.reliability.conftest import write_weather_rows
 
 SEED_CHAT = Path(__file__).parent / "apps" / "seed_chat.py"
