@@ -88,11 +88,12 @@ def child_process(args: Sequence[str], *, env: Mapping[str, str] | None = None, 
         stop_tree(popen, token, grace_s)
 
 
-def run_child(args: Sequence[str], *, timeout_s: float, grace_s: float = 60.0,
+def run_child(args: Sequence[str], *, timeout_s: float, grace_s: float = 60.0, merge_stderr: bool = False,
               **popen_kwargs: object) -> subprocess.CompletedProcess:
     """`subprocess.run` with captured text output, but a timeout, an exception or a signal stops the child's whole
     tree through `child_process` (subprocess.run kills only the child itself)."""
-    with child_process(args, grace_s=grace_s, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    stderr = subprocess.STDOUT if merge_stderr else subprocess.PIPE
+    with child_process(args, grace_s=grace_s, stdout=subprocess.PIPE, stderr=stderr, text=True,
                        **popen_kwargs) as popen:
         stdout, stderr = popen.communicate(timeout=timeout_s)
     return subprocess.CompletedProcess(list(args), popen.returncode, stdout, stderr)
