@@ -21,7 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from benchmarks.perf.harness import WEATHER_AGENT, Stack, run_collector, weather_stack, write_rows
+import orjson
+
+from benchmarks.perf.harness import WEATHER_AGENT, Stack, run_collector, weather_row, weather_stack
 from benchmarks.perf.lifecycle import child_process, run_child
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, load_average, recording
 from nemo_gym.server.supervisor import free_port
@@ -38,6 +40,18 @@ COLLECT = ("import atexit, sys\n"
            "sys.argv[0] = 'ng_collect_rollouts'\n"
            "from nemo_gym.cli.legacy import main\n"
            "main()\n")
+
+
+def write_rows(path: Path, n: int) -> Path:
+    """The weather rows of the other benchmarks, with the `strict` flag NeMo Gym's request model requires on tools."""
+    with open(path, "wb") as out:
+        for i in range(n):
+            row = weather_row(i)
+            for tool in row["responses_create_params"]["tools"]:
+                tool["strict"] = True
+                tool["parameters"]["additionalProperties"] = False
+            out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+    return path
 
 
 def _reference_env(work: Path) -> dict[str, str]:
@@ -73,7 +87,8 @@ def reference_stack(work: Path, model_base_url: str, timeout_s: float = 600) -> 
     configs = [site / "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml",
                site / "responses_api_models/vllm_model/configs/vllm_model.yaml"]
     args = [str(NG_VENV / "bin" / "ng_run"), f"+config_paths=[{','.join(map(str, configs))}]",
-            "+skip_venv_if_present=true", f"+uv_venv_dir={venvs}", f"+head_server.port={head_port}",
+            "+skip_venv_if_present=true", f"+uv_venv_dir={venvs}", "+head_server.host=127.0.0.1",
+            f"+head_server.port={head_port}",
             f"+policy_base_url={model_base_url}", "+policy_api_key=none", "+policy_model_name=stub"]
     log_path = work / "reference_ng_run.log"
     with open(log_path, "wb") as log, child_process(args, env=_reference_env(work), cwd=work, stdout=log,
@@ -87,8 +102,8 @@ def reference_stack(work: Path, model_base_url: str, timeout_s: float = 600) -> 
 
 
 def reference_collect(work: Path, head_port: int, inputs: Path, output: Path, concurrency: int) -> dict[str, Any]:
-    args = [str(NG_PYTHON), "-I", "-c", COLLECT, f"+head_server.port={head_port}", f"+input_jsonl_fpath={inputs}",
-            f"+output_jsonl_fpath={output}", f"+agent_name={WEATHER_AGENT}",
+    args = [str(NG_PYTHON), "-I", "-c", COLLECT, "+head_server.host=127.0.0.1", f"+head_server.port={head_port}",
+            f"+input_jsonl_fpath={inputs}", f"+output_jsonl_fpath={output}", f"+agent_name={WEATHER_AGENT}",
             f"+num_samples_in_parallel={concurrency}"]
     started = time.monotonic()
     result = run_child(args, env=_reference_env(work), cwd=work, timeout_s=1800)
