@@ -39,6 +39,8 @@ from nemo_gym.experience.rollout_manager import RolloutManager
 from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
 
 MAX_SEQ_LEN = 2048
+# The first checks import sympy in the verifier workers; on a loaded shared machine that alone can pass 30 s.
+VERIFY_TIMEOUT_S = 300.0
 POLL_S = 0.05
 
 
@@ -152,7 +154,8 @@ def measure(args: argparse.Namespace, recorder: Recorder) -> None:
                "pad_token_id": tokenizer.pad_token_id, "temperature": 1.0}
     with tempfile.TemporaryDirectory(prefix="ng_async_bench_") as tmp, \
             vllm_server(Path(tmp), args.vllm_url) as base_url, \
-            VllmHttpGeneration(sampled, base_url) as backend, MathEnvironment() as math_env:
+            VllmHttpGeneration(sampled, base_url) as backend, \
+            MathEnvironment(verify_timeout_s=VERIFY_TIMEOUT_S) as math_env:
         envs = {"math": math_env}
         manager = RolloutManager(tokenizer, envs, args.generations, MAX_SEQ_LEN, 1, backend)
         batches = [datums[i * args.prompts:(i + 1) * args.prompts] for i in range(args.steps)]

@@ -39,6 +39,8 @@ from nemo_gym.experience.rollouts import run_async_multi_turn_rollout, run_multi
 from nemo_gym.resources_servers.number_guess import game
 
 MAX_SEQ_LEN = 2048
+# The first checks import sympy in the verifier workers; on a loaded shared machine that alone can pass 30 s.
+VERIFY_TIMEOUT_S = 300.0
 SAMPLED_TOKENS = 128
 GREEDY_TOKENS = 64
 
@@ -125,7 +127,8 @@ def measure(args: argparse.Namespace, recorder: Recorder) -> None:
     with tempfile.TemporaryDirectory(prefix="ng_experience_bench_") as tmp, \
             vllm_server(Path(tmp), args.vllm_url) as base_url, \
             VllmHttpGeneration(backends["sampled"], base_url) as sampled, \
-            VllmHttpGeneration(backends["greedy"], base_url) as greedy, MathEnvironment() as math_env:
+            VllmHttpGeneration(backends["greedy"], base_url) as greedy, \
+            MathEnvironment(verify_timeout_s=VERIFY_TIMEOUT_S) as math_env:
         game_envs = {"number_guess": NumberGuessEnvironment()}
         math_envs = {"math": math_env}
         # Warm-up: vLLM's first batches, and the math environment's verifier workers (they import sympy).

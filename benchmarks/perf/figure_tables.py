@@ -16,7 +16,10 @@ def load(name: str) -> Report:
     path = RESULTS_DIR / f"{name}.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: run `python -m benchmarks.perf {name}`")
-    return json.loads(path.read_text())
+    report = json.loads(path.read_text())
+    if not isinstance(report, dict) or not {"benchmark", "status", "command", "machine"} <= report.keys():
+        raise ValueError(f"{path} was not written by benchmarks.perf.results: run `python -m benchmarks.perf {name}`")
+    return report
 
 
 def _n(x: float, digits: int = 0) -> str:

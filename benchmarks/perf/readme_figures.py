@@ -24,8 +24,8 @@ HAND_RATE = re.compile(r"\d[\d,.]*\s*(?:rollouts/s|requests/s|req/s|tok/s|tokens
 FENCE = re.compile(r"```.*?```", re.S)
 
 
-def pages() -> list[Path]:
-    return [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+def pages(root: Path = REPO_ROOT) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
 def render(name: str) -> str:
@@ -40,16 +40,16 @@ def rewrite(text: str) -> str:
                      text)
 
 
-def problems() -> list[str]:
+def problems(root: Path = REPO_ROOT) -> list[str]:
     """Every disagreement: a block whose text is not what its results file renders, a rate written by hand."""
     found = []
-    for page in pages():
-        rel = page.relative_to(REPO_ROOT).as_posix()
+    for page in pages(root):
+        rel = page.relative_to(root).as_posix()
         text = page.read_text()
         for match in BLOCK.finditer(text):
             try:
                 expected = render(match.group(1))
-            except (KeyError, FileNotFoundError) as error:
+            except (KeyError, ValueError, FileNotFoundError) as error:
                 found.append(f"{rel}: block {match.group(1)}: {error}")
                 continue
             if match.group(2) != expected:
@@ -62,6 +62,17 @@ def problems() -> list[str]:
     return found
 
 
+def write(root: Path = REPO_ROOT) -> list[Path]:
+    """Re-render every block in place; the pages that changed."""
+    changed = []
+    for page in pages(root):
+        text = page.read_text()
+        if (new := rewrite(text)) != text:
+            page.write_text(new)
+            changed.append(page)
+    return changed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = parser.add_mutually_exclusive_group(required=True)
@@ -69,11 +80,8 @@ def main() -> int:
     mode.add_argument("--write", action="store_true")
     args = parser.parse_args()
     if args.write:
-        for page in pages():
-            text = page.read_text()
-            if (new := rewrite(text)) != text:
-                page.write_text(new)
-                print(f"updated {page.relative_to(REPO_ROOT)}")
+        for page in write():
+            print(f"updated {page.relative_to(REPO_ROOT)}")
     found = problems()
     for problem in found:
         print(problem, file=sys.stderr)

@@ -101,8 +101,8 @@ class Recorder:
 
 @contextmanager
 def recording(name: str, quick: bool = False, output: Path | None = None) -> Iterator[Recorder]:
-    """Run a benchmark's body: signals stop it cleanly (every `finally` runs), a BenchmarkFailed is written as a
-    failed result and exits 1."""
+    """Run a benchmark's body: signals stop it cleanly (every `finally` runs); a BenchmarkFailed (exit 1) or any
+    other exception is written as a failed result, never as figures."""
     exit_on_signals()
     recorder = Recorder(name, output or results_path(name, quick))
     try:
@@ -111,3 +111,6 @@ def recording(name: str, quick: bool = False, output: Path | None = None) -> Ite
         recorder.write({}, {"error": str(failure)}, status="failed")
         print(f"FAILED: {failure}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
+    except Exception as error:  # a crash is a failed run too; the traceback follows on stderr
+        recorder.write({}, {"error": f"{type(error).__name__}: {error}"}, status="failed")
+        raise
