@@ -35,7 +35,8 @@ def throughput(work: Path, rows: int, concurrencies: list[int]) -> list[dict[str
         for concurrency in concurrencies:
             result = run_collector(stack, inputs, work / f"tp_{concurrency}.jsonl", WEATHER_AGENT, concurrency)
             out.append(_row(f"full stack, {concurrency} concurrent, {rows} rows",
-                            f"{result['rollouts_per_s']:.0f}/s {result['cpu_ms_per_rollout']:.2f} cpu-ms", {"concurrency": concurrency, **result}))
+                            f"{result['rollouts_per_s']:.0f}/s {result['cpu_ms_per_rollout']:.2f} cpu-ms",
+                            {"concurrency": concurrency, **result}))
     return out
 
 

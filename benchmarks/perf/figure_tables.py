@@ -87,7 +87,8 @@ def collector(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
     out = [f"Source: {source(r)}.", "",
-           "| full stack, instant model | rollouts/s | vs 64 concurrent | cpu-ms/rollout | load |", "|---|---|---|---|---|"]
+           "| full stack, instant model | rollouts/s | vs 64 concurrent | cpu-ms/rollout | load |",
+           "|---|---|---|---|---|"]
     for row in r["throughput"]:
         ratio = r["ratios"]["rollouts_per_s_vs_64_concurrent"][str(row["concurrency"])]
         out.append(f"| {row['concurrency']} concurrent, {_n(row['succeeded'])} rows | {_n(row['rollouts_per_s'])} | "
@@ -147,7 +148,8 @@ def aggregate(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
     out = [f"Source: {source(r)}.", "",
-           "| rollouts | input | time | collector peak RSS | resources server peak RSS | load |", "|---|---|---|---|---|---|"]
+           "| rollouts | input | time | collector peak RSS | resources server peak RSS | load |",
+           "|---|---|---|---|---|---|"]
     for run in r["runs"]:
         merge = f" (merge {run['merge_seconds']} s)" if "merge_seconds" in run else ""
         out.append(f"| {_n(run['rollouts'])} | {run['input']}, {run['input_mb']} MB | {run['seconds']} s{merge} | "

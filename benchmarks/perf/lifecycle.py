@@ -81,7 +81,8 @@ def child_process(args: Sequence[str], *, env: Mapping[str, str] | None = None, 
     base = os.environ if env is None else env
     # Tokens accumulate, so an outer benchmark runner still finds what its benchmark's own children started.
     child_env = {**base, TOKEN_VAR: ":".join(filter(None, (base.get(TOKEN_VAR), token)))}
-    popen = subprocess.Popen(list(args), env=child_env, start_new_session=True, **popen_kwargs)  # type: ignore[call-overload]
+    popen = subprocess.Popen(list(args), env=child_env, start_new_session=True,  # type: ignore[call-overload]
+                             **popen_kwargs)
     try:
         yield popen
     finally:

@@ -46,7 +46,8 @@ def main() -> None:
         rows = [orjson.loads(line) for line in output.read_bytes().splitlines()]
         collection_s = float(done.group(2))
         recorder.write({"collection_share_of_wall": round(collection_s / wall, 3)}, {
-            "settings": {"command": "NEMO_GYM_SKIP_SETUP=1 bash scripts/main.sh", "overrides": extra, "vllm_dtype": default_vllm_dtype()},
+            "settings": {"command": "NEMO_GYM_SKIP_SETUP=1 bash scripts/main.sh", "overrides": extra,
+                         "vllm_dtype": default_vllm_dtype()},
             "command_wall_s": round(wall, 1), "collection_s": collection_s, "rollouts": len(rows),
             "mean_reward": round(sum(row["reward"] for row in rows) / len(rows), 3),
             "load_average_at_end": load_average(),
