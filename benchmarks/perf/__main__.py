@@ -1,6 +1,6 @@
 """Every performance benchmark in one command; each writes benchmarks/results/<name>.json.
 
-    python -m benchmarks.perf                        # all of them, in the order below (about 1.5 h on 2 cores)
+    python -m benchmarks.perf                        # all of them, in the order below (the vLLM ones take long)
     python -m benchmarks.perf collector aggregate    # a subset
     python -m benchmarks.perf --quick                # smoke runs, written to benchmarks/results/quick/
     python -m benchmarks.perf --list                 # names and what each measures

@@ -1,8 +1,8 @@
 """The collector against an instant model: throughput, peak RSS by row count, resume scan. Writes
 benchmarks/results/collector.json.
 
-    .venv/bin/python -m benchmarks.perf.collector            # all of it (~15 min on 2 idle cores)
-    .venv/bin/python -m benchmarks.perf.collector --quick    # smaller row counts, no 1M run (~2 min)
+    .venv/bin/python -m benchmarks.perf.collector            # all of it
+    .venv/bin/python -m benchmarks.perf.collector --quick    # smaller row counts, no 1M run
 
 Measured: (1) orchestration throughput of the full stack (collector -> simple_agent -> vllm_model -> instant stub
 chat model, weather environment) at 64/256/1024 concurrent; (2) collector peak RSS at 10k/200k rows on the full

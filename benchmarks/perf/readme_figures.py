@@ -36,8 +36,15 @@ def render(name: str) -> str:
 
 
 def rewrite(text: str) -> str:
-    return BLOCK.sub(lambda m: f"<!-- figures:{m.group(1)} -->\n{render(m.group(1))}<!-- /figures:{m.group(1)} -->",
-                     text)
+    """Every block re-rendered; one that cannot be (no results file yet) is left as it is and `problems` names it."""
+
+    def block(match: re.Match) -> str:
+        try:
+            return f"<!-- figures:{match.group(1)} -->\n{render(match.group(1))}<!-- /figures:{match.group(1)} -->"
+        except (KeyError, ValueError, FileNotFoundError):
+            return match.group(0)
+
+    return BLOCK.sub(block, text)
 
 
 def problems(root: Path = REPO_ROOT) -> list[str]:
