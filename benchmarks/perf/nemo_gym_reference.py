@@ -129,9 +129,10 @@ def ours_collect(stack: Stack, inputs: Path, output: Path, concurrency: int) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", default=["2000:64", "10000:256"], help="ROWS:CONCURRENCY ...")
     parser.add_argument("--quick", action="store_true", help="500 rows at 64 concurrent only")
     args = parser.parse_args()
-    cases = [(500, 64)] if args.quick else [(2000, 64), (10000, 256)]
+    cases = [(500, 64)] if args.quick else [tuple(map(int, case.split(":"))) for case in args.cases]
     with recording("nemo_gym_reference", args.quick) as recorder, \
             tempfile.TemporaryDirectory(prefix="ngref_", dir="/tmp") as tmp:  # short: Ray's socket paths
         work = Path(tmp)
