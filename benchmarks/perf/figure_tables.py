@@ -168,7 +168,7 @@ def experience(r: Report) -> str:
         return failed
     s, p, ratios = r["settings"], r["phases"], r["ratios"]
     return "\n".join([
-        f"Source: {source(r)}.", "",
+        f"Source: {source(r)}; {s['rounds']} round(s) of alternating phases.", "",
         "| what | ratio | tokens/s behind it | baseline in the same run |", "|---|---|---|---|",
         f"| per-sample turns vs batched turns, {s['samples']} number-guessing games sampled at temperature 1, up to "
         f"{s['sampled_max_new_tokens']} tokens a turn | **{ratios['per_sample_vs_batched']['sampled']:.2f}x** (goal "
