@@ -85,10 +85,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small row counts, no 1M run: a smoke run")
     parser.add_argument("--concurrency", default="64,256,1024")
+    parser.add_argument("--throughput-rows", type=int, default=10000, help="rows of each throughput run")
     parser.add_argument("--rss-rows", default="10000,200000", help="row counts of the full-stack RSS runs")
     parser.add_argument("--instant-rows", default="10000,1000000", help="row counts of the instant-agent RSS runs")
     args = parser.parse_args()
-    tp_rows = 2000 if args.quick else 10000
+    tp_rows = 2000 if args.quick else args.throughput_rows
     rss_rows = [2000, 10000] if args.quick else [int(n) for n in args.rss_rows.split(",")]
     instant_rows = [] if args.quick else [int(n) for n in args.instant_rows.split(",")]
     concurrencies = [int(c) for c in args.concurrency.split(",")]
