@@ -28,9 +28,11 @@ def _n(x: float, digits: int = 0) -> str:
 
 def source(report: Report) -> str:
     m = report["machine"]
-    bf16 = "with" if m["cpu_flags"].get("avx512_bf16") or m["cpu_flags"].get("amx_bf16") else "without"
+    flags = m.get("cpu_flags")
+    bf16 = ("bf16 flags not recorded" if flags is None else
+            "with native bf16" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "without native bf16")
     return (f"`benchmarks/results/{report['benchmark']}.json`, from `{report['command']}` on {m['cores']} cores of "
-            f"{m['cpu']} ({bf16} native bf16), load average {m['load_average_at_start']} at the start")
+            f"{m['cpu']} ({bf16}), load average {m['load_average_at_start']} at the start")
 
 
 def _failed(report: Report) -> str | None:
@@ -208,7 +210,7 @@ def benchmark_runs(r: Report) -> str:
         levels = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in run.get("reward_by_level", {}).items())
         passk = ", ".join(f"{k} {v:.2f}" for k, v in km.items() if k.startswith("pass@") and "[" not in k)
         outcomes = ", ".join(f"{v} {k}" for k, v in run.get("outcomes", {}).items())
-        out.append(f"| {name} | {run['rollouts']}{' (' + outcomes + ')' if outcomes else ''} | "
+        out.append(f"| {name} | {run['rollouts']}{' (programs: ' + outcomes + ')' if outcomes else ''} | "
                    f"{run['mean_reward']:.3f} ({km['ci95_low/reward']:.3f}–{km['ci95_high/reward']:.3f}) | {levels} | "
                    f"{passk} | {run['collection_s']} s ({run['command_wall_s']} s) |")
     return "\n".join(out)
