@@ -26,6 +26,10 @@ def _n(x: float, digits: int = 0) -> str:
     return f"{x:,.{digits}f}"
 
 
+def _rate(x: float) -> str:
+    return _n(x, 1 if x < 100 else 0)
+
+
 def source(report: Report) -> str:
     m = report["machine"]
     flags = m.get("cpu_flags")
@@ -59,7 +63,7 @@ def glance(_: Report) -> str:
         rss = col["full_stack_rss"]
         rows.append(f"| collector peak RSS, {_n(rss[-1]['rows'])} vs {_n(rss[0]['rows'])} rows (full stack) | "
                     f"**{rss[-1]['peak_rss_mb'] / rss[0]['peak_rss_mb']:.2f}x** | {rss[0]['peak_rss_mb']} → "
-                    f"{rss[-1]['peak_rss_mb']} MB; {_n(tp[min(tp)]['rollouts_per_s'])} rollouts/s at {min(tp)} "
+                    f"{rss[-1]['peak_rss_mb']} MB; {_rate(tp[min(tp)]['rollouts_per_s'])} rollouts/s at {min(tp)} "
                     f"concurrent | {col['machine']['load_average_at_start']} |")
     ref = load("nemo_gym_reference")
     if ref["status"] == "ok":
@@ -67,7 +71,7 @@ def glance(_: Report) -> str:
             ours, theirs = run["ours"], run["nemo_gym_0_4_0"]
             rows.append(f"| nemo_gym vs NeMo Gym 0.4.0, {_n(run['rows'])} rows at {run['concurrency']} concurrent | "
                         f"**{ours['rollouts_per_s'] / theirs['rollouts_per_s']:.1f}x** rollouts/s | "
-                        f"{_n(ours['rollouts_per_s'])} vs {_n(theirs['rollouts_per_s'])} rollouts/s; collector "
+                        f"{_rate(ours['rollouts_per_s'])} vs {_rate(theirs['rollouts_per_s'])} rollouts/s; collector "
                         f"{ours['peak_rss_mb']} vs {theirs['peak_rss_mb']} MB | "
                         f"{ref['machine']['load_average_at_start']} |")
     sat = load("saturation")
@@ -140,8 +144,8 @@ def nemo_gym_reference(r: Report) -> str:
            "ours vs theirs | load |", "|---|---|---|---|---|---|"]
     for run in r["runs"]:
         ours, theirs = run["ours"], run["nemo_gym_0_4_0"]
-        out.append(f"| {_n(run['rows'])}, {run['concurrency']} | {_n(ours['rollouts_per_s'])} | "
-                   f"{_n(theirs['rollouts_per_s'])} | **{ours['rollouts_per_s'] / theirs['rollouts_per_s']:.1f}x** | "
+        out.append(f"| {_n(run['rows'])}, {run['concurrency']} | {_rate(ours['rollouts_per_s'])} | "
+                   f"{_rate(theirs['rollouts_per_s'])} | **{ours['rollouts_per_s'] / theirs['rollouts_per_s']:.1f}x** | "
                    f"{ours['peak_rss_mb']} vs {theirs['peak_rss_mb']} MB | {theirs['load_average']} |")
     return "\n".join(out)
 
