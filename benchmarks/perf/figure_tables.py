@@ -169,12 +169,18 @@ def _mean(phases: list[dict[str, Any]]) -> float:
     return sum(p["tokens_per_s"] for p in phases) / len(phases)
 
 
+def _phase_loads(phases: dict[str, list[dict[str, Any]]]) -> str:
+    return ", ".join(f"{name.replace('_', ' ')} {'/'.join(p['load_average'].split()[0] for p in runs)}"
+                     for name, runs in phases.items())
+
+
 def experience(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
     s, p, ratios = r["settings"], r["phases"], r["ratios"]
     return "\n".join([
-        f"Source: {source(r)}; {s['rounds']} round(s) of alternating phases.", "",
+        f"Source: {source(r)}; {s['rounds']} round(s) of alternating phases; 1-minute load average at the end of "
+        f"each phase: {_phase_loads(p)}.", "",
         "| what | ratio | tokens/s behind it | baseline in the same run |", "|---|---|---|---|",
         f"| per-sample turns vs batched turns, {s['samples']} number-guessing games sampled at temperature 1, up to "
         f"{s['sampled_max_new_tokens']} tokens a turn | **{ratios['per_sample_vs_batched']['sampled']:.2f}x** (goal "
