@@ -65,6 +65,10 @@ def glance(_: Report) -> str:
                     f"**{rss[-1]['peak_rss_mb'] / rss[0]['peak_rss_mb']:.2f}x** | {rss[0]['peak_rss_mb']} → "
                     f"{rss[-1]['peak_rss_mb']} MB; {_rate(tp[min(tp)]['rollouts_per_s'])} rollouts/s at {min(tp)} "
                     f"concurrent | {col['machine']['load_average_at_start']} |")
+        if inst := col.get("instant_agent_rss"):
+            rows.append(f"| collector peak RSS, {_n(inst[-1]['rows'])} vs {_n(inst[0]['rows'])} rows (instant agent) | "
+                        f"**{inst[-1]['peak_rss_mb'] / inst[0]['peak_rss_mb']:.2f}x** | {inst[0]['peak_rss_mb']} → "
+                        f"{inst[-1]['peak_rss_mb']} MB | {col['machine']['load_average_at_start']} |")
     ref = load("nemo_gym_reference")
     if ref["status"] == "ok":
         for run in ref["runs"]:
@@ -206,7 +210,9 @@ def async_collector(r: Report) -> str:
         f"{speed['async_age_2']:.2f}x at max age 2 (ideal {r['ratios']['ideal_speedup']:.2f}x; goal 1.8x); "
         f"synchronous loop {runs['sync']['seconds']} s. Share of time vLLM ran no request: {idle}. The trainer "
         f"waited {runs['async_age_1']['trainer_wait_s_total']} s in all at max age 1 and "
-        f"{runs['async_age_2']['trainer_wait_s_total']} s at max age 2."])
+        f"{runs['async_age_2']['trainer_wait_s_total']} s at max age 2. 1-minute load average at the end of each "
+        f"run: " + ", ".join(f"{name.replace('_', ' ')} {run['load_average'].split()[0]}" for name, run in runs.items())
+        + "."])
 
 
 def benchmark_runs(r: Report) -> str:
