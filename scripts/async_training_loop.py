@@ -1,4 +1,4 @@
-"""A training loop on the asynchronous trajectory collector (the README's example; tests run it against vLLM)."""
+"""A training loop on the asynchronous trajectory collector (shown in docs/trainers.md; tests run it against vLLM)."""
 import argparse
 
 from transformers import AutoTokenizer

@@ -1,6 +1,6 @@
 """Aggregation benchmark: time and peak RSS of aggregation over 100k and 1M synthetic rollouts.
 
-    .venv/bin/python -m benchmarks.perf.aggregate [--sizes 100000 1000000] [--shards 4]
+    .venv/bin/python -m benchmarks.perf.aggregate [--sizes 100000 1000000] [--shards 4] [--quick]
 
 Two paths per size, each in a fresh subprocess (so one run's peak does not hide in the next), against a real
 resources server with the default hooks (a uvicorn subprocess):
@@ -10,6 +10,8 @@ resources server with the default hooks (a uvicorn subprocess):
   then the same aggregation over it.
 Rows look like a math run: 4 rollouts per task, 0/1 reward, an extracted answer, token counts, a short transcript,
 written in shuffled completion order (dealt round-robin to the shards).
+Ratios: the largest size against the smallest (time and peak RSS), shards against one file.
+Writes benchmarks/results/aggregate.json.
 """
 
 import argparse
@@ -23,9 +25,9 @@ from pathlib import Path
 
 import orjson
 
+from benchmarks.perf.lifecycle import child_process
 from benchmarks.perf.memory import peak_rss_mb
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from benchmarks.perf.results import REPO_ROOT, load_average, recording
 REPEATS = 4
 
 
@@ -81,7 +83,7 @@ def measure(url: str, paths: list[Path]) -> None:
     print(orjson.dumps(figures).decode())
 
 
-def _serve(port: int) -> subprocess.Popen:
+def _server_args(port: int) -> list[str]:
     code = (
         "from nemo_gym.config.servers import ServerSpec\n"
         "from nemo_gym.resources_servers.base import ResourcesServer\n"
@@ -89,51 +91,74 @@ def _serve(port: int) -> subprocess.Popen:
         "    async def verify(self, row, response): return {'reward': 0.0}\n"
         f"Bench(ServerSpec('bench', 'resources_servers', 'bench')).serve('127.0.0.1', {port})\n"
     )
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return [sys.executable, "-c", code]
+
+
+def _wait_healthy(url: str, server: subprocess.Popen) -> None:
+    import httpx
+
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"the resources server exited with {server.returncode}")
+        try:
+            httpx.get(f"{url}/health", trust_env=False)
+            return
+        except httpx.TransportError:
+            time.sleep(0.2)
+
+
+def _measure_all(args: argparse.Namespace, url: str, server: subprocess.Popen, tmp: Path) -> list[dict]:
+    runs = []
+    for size in args.sizes:
+        single = [tmp / f"rollouts_{size}.jsonl"]
+        shards = [tmp / f"rollouts_{size}_shard{i}.jsonl" for i in range(args.shards)]
+        for label, paths in (("1 file", single), (f"{args.shards} shards", shards)):
+            write_rollouts(paths, size)
+            mb = sum(path.stat().st_size for path in paths) / 1e6
+            run = subprocess.run([sys.executable, "-m", "benchmarks.perf.aggregate", "--measure", url,
+                                  *map(str, paths)], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+            status = Path(f"/proc/{server.pid}/status").read_text()
+            server_rss = int(status.split("VmHWM:")[1].split()[0]) / 1024
+            runs.append({"rollouts": size, "input": label, "files": len(paths), "input_mb": round(mb),
+                         **orjson.loads(run.stdout.strip().splitlines()[-1]),
+                         "resources_server_peak_rss_mb": round(server_rss), "load_average": load_average()})
+            print(runs[-1], flush=True)
+            for path in tmp.iterdir():
+                path.unlink()
+    return runs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--shards", type=int, default=4, help="shard files for the ng_aggregate_rollouts path")
+    parser.add_argument("--quick", action="store_true", help="10k and 100k rollouts")
     parser.add_argument("--measure", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         measure(args.measure[0], [Path(p) for p in args.measure[1:]])
         return
+    if args.quick:
+        args.sizes = [10_000, 100_000]
     from nemo_gym.server.supervisor import free_port
 
-    import httpx
-
     port = free_port()
-    server = _serve(port)
     url = f"http://127.0.0.1:{port}"
-    try:
-        while True:
-            try:
-                httpx.get(f"{url}/health", trust_env=False)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        with tempfile.TemporaryDirectory() as tmp:
-            for size in args.sizes:
-                single = [Path(tmp) / f"rollouts_{size}.jsonl"]
-                shards = [Path(tmp) / f"rollouts_{size}_shard{i}.jsonl" for i in range(args.shards)]
-                for label, paths in (("1 file", single), (f"{args.shards} shards", shards)):
-                    write_rollouts(paths, size)
-                    mb = sum(path.stat().st_size for path in paths) / 1e6
-                    run = subprocess.run([sys.executable, "-m", "benchmarks.perf.aggregate", "--measure", url,
-                                          *map(str, paths)], cwd=REPO_ROOT, capture_output=True, text=True,
-                                         check=True)
-                    status = Path(f"/proc/{server.pid}/status").read_text()
-                    server_rss = int(status.split("VmHWM:")[1].split()[0]) / 1024
-                    print(f"{size} rollouts, {label} ({mb:.0f} MB): {run.stdout.strip()} "
-                          f"resources_server_peak_rss_mb={server_rss:.0f}", flush=True)
-                    for path in Path(tmp).iterdir():
-                        path.unlink()
-    finally:
-        server.terminate()
-        server.wait()
+    with recording("aggregate", args.quick) as recorder, tempfile.TemporaryDirectory() as tmp, \
+            child_process(_server_args(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as server:
+        _wait_healthy(url, server)
+        runs = _measure_all(args, url, server, Path(tmp))
+        files = [run for run in runs if run["files"] == 1]
+        small, large = files[0], files[-1]
+        ratios = {
+            f"seconds_{large['rollouts']}_vs_{small['rollouts']}": round(large["seconds"] / small["seconds"], 2),
+            f"peak_rss_{large['rollouts']}_vs_{small['rollouts']}": round(large["peak_rss_mb"] / small["peak_rss_mb"],
+                                                                          3),
+            "shards_vs_one_file_seconds": {
+                str(run["rollouts"]): round(run["seconds"] / one["seconds"], 2)
+                for one, run in zip(runs[0::2], runs[1::2])},
+        }
+        recorder.write(ratios, {"settings": {"sizes": args.sizes, "shards": args.shards}, "runs": runs})
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ Writes benchmarks/results/benchmark_runs.json.
 
 import argparse
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,11 +21,11 @@ from typing import Any
 
 import orjson
 
-from benchmarks.perf.harness import REPO_ROOT, load_average, machine_info, write_results
+from benchmarks.perf.lifecycle import run_child
+from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, load_average, recording
 from benchmarks.perf.vllm_server import MODEL_NAME, vllm_server
 from nemo_gym.server.supervisor import free_port
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "benchmark_runs.json"
 RUNS = {  # benchmark -> (prepare options, collection options)
     "humaneval": ([], ["+limit=20", "+num_repeats=2"]),
     "arithmetic": (["+n=50"], ["+num_repeats=4"]),
@@ -35,16 +34,17 @@ _DONE = re.compile(r"done: (\d+) rollouts collected in ([\d.]+) s")
 
 
 def _ng(command: str, args: list[str], timeout_s: float = 3600) -> str:
-    result = subprocess.run([sys.executable, "-c", f"from nemo_gym.cli.{command} import main; main()", *args],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s)
+    result = run_child([sys.executable, "-c", f"from nemo_gym.cli.{command} import main; main()", *args],
+                       cwd=REPO_ROOT, timeout_s=timeout_s)
     if result.returncode != 0:
-        raise RuntimeError(f"{command} {' '.join(args)} exited {result.returncode}:\n{result.stdout[-3000:]}"
+        raise BenchmarkFailed(f"{command} {' '.join(args)} exited {result.returncode}:\n{result.stdout[-3000:]}"
                            f"\n{result.stderr[-3000:]}")
     return result.stdout
 
 
-def run_benchmark(name: str, base_url: str, work: Path, temperature: float) -> dict[str, Any]:
-    prepare_options, collect_options = RUNS[name]
+def run_benchmark(name: str, options: tuple[list[str], list[str]], base_url: str, work: Path,
+                  temperature: float) -> dict[str, Any]:
+    prepare_options, collect_options = options
     _ng("prepare_benchmark", [f"+benchmark={name}", *prepare_options])
     output = work / f"{name}.jsonl"
     args = [f"+config_paths=[benchmarks/{name}/config.yaml,configs/vllm_model.yaml]",
@@ -79,17 +79,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--vllm-url", help="a vLLM already serving the bundled model (default: start one)")
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--quick", action="store_true", help="arithmetic only, 5 rows per level, 1 repeat")
     args = parser.parse_args()
-    machine = machine_info()
+    plan = {"arithmetic": (["+n=5"], ["+num_repeats=1"])} if args.quick else RUNS
     runs = {}
-    with tempfile.TemporaryDirectory(prefix="ng_benchmark_runs_") as tmp, \
+    with recording("benchmark_runs", args.quick) as recorder, \
+            tempfile.TemporaryDirectory(prefix="ng_benchmark_runs_") as tmp, \
             vllm_server(Path(tmp), args.vllm_url) as base_url:
-        for name in RUNS:
-            runs[name] = run_benchmark(name, base_url, Path(tmp), args.temperature)
+        for name, options in plan.items():
+            runs[name] = run_benchmark(name, options, base_url, Path(tmp), args.temperature)
             print(f"{name}: {runs[name]}", flush=True)
-    write_results(args.output, "benchmarks.perf.benchmark_runs", machine,
-                  {"settings": {"temperature": args.temperature, "runs": RUNS}, "runs": runs})
+        recorder.write({}, {"settings": {"temperature": args.temperature, "runs": plan}, "runs": runs})
 
 
 if __name__ == "__main__":

@@ -1,32 +1,118 @@
-"""`ng_collect_rollouts` with a machine-readable last line: the run's figures and this process's peak RSS.
+"""The collector against an instant model: throughput, peak RSS by row count, resume scan. Writes
+benchmarks/results/collector.json.
 
-    python -m benchmarks.perf.collector +head_server_url=... +input_jsonl_fpath=... (the usual overrides)
+    .venv/bin/python -m benchmarks.perf.collector            # all of it
+    .venv/bin/python -m benchmarks.perf.collector --quick    # smaller row counts, no 1M run
+
+Measured: (1) orchestration throughput of the full stack (collector -> simple_agent -> vllm_model -> instant stub
+chat model, weather environment) at 64/256/1024 concurrent; (2) collector peak RSS at 10k/200k rows on the full
+stack and at 10k/1M rows on the tests' instant agent; (3) resume scan time of the output file. Ratios: each
+concurrency against 64, the largest row count's peak RSS against the smallest's. Never run by the test suite.
 """
 
-import json
-import resource
-import sys
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
 
-from benchmarks.perf.memory import peak_rss_mb
-from nemo_gym.config import load_global_config
-from nemo_gym.rollout_collection import RolloutCollectionConfig, collect_rollouts, run_async
+from benchmarks.perf.harness import WEATHER_AGENT, instant_agent_stack, run_collector, weather_stack, write_rows
+from benchmarks.perf.results import load_average, recording
+from nemo_gym.rollout_collection.store import scan_done
 
-RESULT_PREFIX = "BENCH_RESULT "
+
+def _row(name: str, figure: str, detail: dict[str, Any]) -> dict[str, Any]:
+    entry = {"benchmark": name, "figure": figure, "load_average": load_average(), **detail}
+    print(f"{name:<40} {figure:>24}   load {entry['load_average']}", flush=True)
+    return entry
+
+
+def throughput(work: Path, rows: int, concurrencies: list[int]) -> list[dict[str, Any]]:
+    inputs = write_rows(work / "weather.jsonl", rows)
+    out = []
+    with weather_stack(work / "weather_stack") as stack:
+        run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / "warmup_out.jsonl", WEATHER_AGENT, 64)
+        for concurrency in concurrencies:
+            result = run_collector(stack, inputs, work / f"tp_{concurrency}.jsonl", WEATHER_AGENT, concurrency)
+            out.append(_row(f"full stack, {concurrency} concurrent, {rows} rows",
+                            f"{result['rollouts_per_s']:.0f}/s {result['cpu_ms_per_rollout']:.2f} cpu-ms",
+                            {"concurrency": concurrency, **result}))
+    return out
+
+
+def full_stack_rss(work: Path, row_counts: list[int], concurrency: int = 256) -> list[dict[str, Any]]:
+    out = []
+    with weather_stack(work / "rss_stack") as stack:
+        for rows in row_counts:
+            inputs = write_rows(work / f"rss_{rows}.jsonl", rows)
+            result = run_collector(stack, inputs, work / f"rss_out_{rows}.jsonl", WEATHER_AGENT, concurrency)
+            out.append(_row(f"collector peak RSS, full stack, {rows} rows", f"{result['peak_rss_mb']:.0f} MB",
+                            {"rows": rows, "concurrency": concurrency, **result}))
+            inputs.unlink()
+    return out
+
+
+def resume_scan(output: Path) -> dict[str, Any]:
+    """Time the key scan that `+resume_from_cache=true` does over an existing output file."""
+    started = time.perf_counter()
+    scan = scan_done(output, rollouts_per_task=1)
+    seconds = time.perf_counter() - started
+    size_mb = output.stat().st_size / 2**20
+    return _row(f"resume scan, {scan.rows} lines ({size_mb:.0f} MB)", f"{seconds:.2f} s",
+                {"rows": scan.rows, "size_mb": round(size_mb), "seconds": round(seconds, 2)})
+
+
+def instant_agent_rss(work: Path, row_counts: list[int], concurrency: int = 256) -> list[dict[str, Any]]:
+    """The collector alone (the tests' instant agent does no work), so a million rows take minutes."""
+    out = []
+    with instant_agent_stack(work / "instant_stack") as stack:
+        for rows in row_counts:
+            inputs = write_rows(work / f"instant_{rows}.jsonl", rows)
+            output = work / f"instant_out_{rows}.jsonl"
+            result = run_collector(stack, inputs, output, "instant_agent", concurrency)
+            out.append(_row(f"collector peak RSS, instant agent, {rows} rows", f"{result['peak_rss_mb']:.0f} MB",
+                            {"rows": rows, "concurrency": concurrency, **result}))
+            out.append(resume_scan(output))
+            inputs.unlink()
+    return out
+
+
+def _ratio(rows: list[dict[str, Any]], key: str) -> float:
+    return round(rows[-1][key] / rows[0][key], 3)
 
 
 def main() -> None:
-    config = RolloutCollectionConfig.from_global(load_global_config(sys.argv[1:], require_complete=False))
-    summary = run_async(collect_rollouts(config))
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    result = {
-        "succeeded": summary.succeeded,
-        "failed": summary.failed,
-        "elapsed_s": round(summary.elapsed_s, 2),
-        "rollouts_per_s": round(summary.rollouts_per_s, 1),
-        "peak_rss_mb": peak_rss_mb(),
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-    }
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small row counts, no 1M run: a smoke run")
+    parser.add_argument("--concurrency", default="64,256,1024")
+    parser.add_argument("--throughput-rows", type=int, default=10000, help="rows of each throughput run")
+    parser.add_argument("--rss-rows", default="10000,200000", help="row counts of the full-stack RSS runs")
+    parser.add_argument("--instant-rows", default="10000,1000000", help="row counts of the instant-agent RSS runs")
+    args = parser.parse_args()
+    tp_rows = 2000 if args.quick else args.throughput_rows
+    rss_rows = [2000, 10000] if args.quick else [int(n) for n in args.rss_rows.split(",")]
+    instant_rows = [] if args.quick else [int(n) for n in args.instant_rows.split(",")]
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
+    print(f"{'benchmark':<40} {'figure':>24}", flush=True)
+    with recording("collector", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ng_bench_") as tmp:
+        work = Path(tmp)
+        figures: dict[str, Any] = {"throughput": throughput(work, tp_rows, concurrencies),
+                                   "full_stack_rss": full_stack_rss(work, rss_rows)}
+        figures["resume_scan"] = [resume_scan(work / f"rss_out_{rss_rows[-1]}.jsonl")]
+        ratios = {
+            "rollouts_per_s_vs_64_concurrent": {
+                str(row["concurrency"]): round(row["rollouts_per_s"] / figures["throughput"][0]["rollouts_per_s"], 3)
+                for row in figures["throughput"]},
+            f"full_stack_peak_rss_{rss_rows[-1]}_vs_{rss_rows[0]}_rows": _ratio(figures["full_stack_rss"],
+                                                                                "peak_rss_mb"),
+        }
+        if instant_rows:
+            instant = instant_agent_rss(work, instant_rows)
+            figures["instant_agent_rss"] = [row for row in instant if "peak_rss_mb" in row]
+            figures["resume_scan"] += [row for row in instant if "peak_rss_mb" not in row]
+            ratios[f"instant_agent_peak_rss_{instant_rows[-1]}_vs_{instant_rows[0]}_rows"] = _ratio(
+                figures["instant_agent_rss"], "peak_rss_mb")
+        recorder.write(ratios, figures)
 
 
 if __name__ == "__main__":

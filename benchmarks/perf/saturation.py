@@ -1,18 +1,19 @@
 """Saturation against real vLLM (CPU build, SmolLM2-135M-Instruct): does the full stack keep vLLM as busy as a direct
 client does?
 
-    .venv/bin/python -m benchmarks.perf.saturation [--rows 128] [--concurrency 32] [--max-tokens 64]
+    .venv/bin/python -m benchmarks.perf.saturation [--rows 128] [--concurrency 32] [--max-tokens 64] [--quick]
 
 Both sides send the same Chat Completions requests (fixed prompts, greedy, the same max tokens; the direct client
 builds them with the same Responses -> Chat conversion that vllm_model uses) at the same concurrency: the direct
 client straight to vLLM, the full stack as rollouts (collector -> simple_agent -> vllm_model -> vLLM, weather
 environment; rows have no tools, so one model call per rollout). Phases alternate (direct, stack, direct, stack)
 after a warm-up so that neither side gets a warmer prefix cache. Goal: stack / direct >= 0.95.
+It starts a vLLM of its own: another client of a shared vLLM would be measured with it.
+Writes benchmarks/results/saturation.json.
 """
 
 import argparse
 import asyncio
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -20,13 +21,11 @@ from typing import Any
 
 import orjson
 
-from benchmarks.perf.harness import REPO_ROOT, WEATHER_AGENT, load_average, run_collector, weather_stack
+from benchmarks.perf.harness import WEATHER_AGENT, run_collector, weather_stack
+from benchmarks.perf.results import load_average, recording
 from benchmarks.perf.vllm_server import MODEL_NAME, vllm_server
 from nemo_gym.http_client import HttpClient
 from nemo_gym.protocol import to_chat_request
-
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "saturation.json"
-
 
 def rows(n: int, max_tokens: int) -> list[dict[str, Any]]:
     return [
@@ -72,10 +71,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--quick", action="store_true", help="32 rows, one round")
     args = parser.parse_args()
+    if args.quick:
+        args.rows, args.rounds = 32, 1
     batch = rows(args.rows, args.max_tokens)
-    with tempfile.TemporaryDirectory(prefix="ng_saturation_") as tmp:
+    with recording("saturation", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ng_saturation_") as tmp:
         work = Path(tmp)
         (work / "rows.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in batch))
         with vllm_server(work) as base_url:
@@ -87,18 +88,19 @@ def main() -> None:
                     print(f"direct {i}: {phases['direct'][-1]}  load {load_average()}", flush=True)
                     phases["stack"].append(stack_phase(stack, work, f"stack{i}", args.concurrency))
                     print(f"stack  {i}: {phases['stack'][-1]}  load {load_average()}", flush=True)
-    direct_rate = sum(p["requests_per_s"] for p in phases["direct"]) / args.rounds
-    stack_rate = sum(p["rollouts_per_s"] for p in phases["stack"]) / args.rounds
-    report = {
-        "rows": args.rows, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
-        "direct_requests_per_s": round(direct_rate, 2), "stack_rollouts_per_s": round(stack_rate, 2),
-        "ratio": round(stack_rate / direct_rate, 3), "load_average": load_average(), "phases": phases,
-    }
-    print(f"direct client {direct_rate:.2f} requests/s | full stack {stack_rate:.2f} rollouts/s | "
-          f"ratio {report['ratio']:.3f} (goal >= 0.95)")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.output}")
+        direct_rate = sum(p["requests_per_s"] for p in phases["direct"]) / args.rounds
+        stack_rate = sum(p["rollouts_per_s"] for p in phases["stack"]) / args.rounds
+        ratio = round(stack_rate / direct_rate, 3)
+        print(f"direct client {direct_rate:.2f} requests/s | full stack {stack_rate:.2f} rollouts/s | "
+              f"ratio {ratio:.3f} (goal >= 0.95)")
+        recorder.write(
+            {"stack_vs_direct_client": ratio},
+            {"settings": {"rows": args.rows, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
+                          "rounds": args.rounds},
+             "direct_requests_per_s": round(direct_rate, 2), "stack_rollouts_per_s": round(stack_rate, 2),
+             "same_tokens_every_phase": len({p["tokens"] for p in phases["direct"] + phases["stack"]}) == 1,
+             "load_average_at_end": load_average(),
+             "phases": phases})
 
 
 if __name__ == "__main__":

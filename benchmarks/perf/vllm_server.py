@@ -3,7 +3,6 @@ around a benchmark, or one already running (`--vllm-url`, for development)."""
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -11,7 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
-from benchmarks.perf.harness import REPO_ROOT
+from benchmarks.perf.lifecycle import child_process
+from benchmarks.perf.results import REPO_ROOT
 from nemo_gym.http_client import HttpClient
 from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
 from nemo_gym.server.supervisor import free_port
@@ -20,21 +20,14 @@ MODEL_DIR = Path(os.environ.get("NEMO_GYM_TEST_MODEL", REPO_ROOT / "models" / "S
 MODEL_NAME = "SmolLM2-135M-Instruct"
 
 
-def start_vllm(workdir: Path) -> tuple[subprocess.Popen, str]:
+def _vllm_args(port: int) -> list[str]:
     """The vLLM server the tests use (tests/conftest.py), eager mode for a shorter cold start."""
-    port = free_port()
-    log = open(workdir / "vllm.log", "wb")
-    popen = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL_DIR),
-         "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", default_vllm_dtype(),
-         "--max-model-len", "2048", "--enforce-eager"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"},
-        start_new_session=True,
-    )
-    return popen, f"http://127.0.0.1:{port}/v1"
+    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL_DIR),
+            "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port),
+            "--dtype", default_vllm_dtype(), "--max-model-len", "2048", "--enforce-eager"]
 
 
-async def wait_ready(base_url: str, popen: subprocess.Popen, timeout_s: float = 600) -> None:
+async def wait_ready(base_url: str, popen: subprocess.Popen, timeout_s: float = 900) -> None:
     http = HttpClient(connect_timeout_s=2, read_timeout_s=5)
     deadline = time.monotonic() + timeout_s
     try:
@@ -54,20 +47,17 @@ async def wait_ready(base_url: str, popen: subprocess.Popen, timeout_s: float = 
 
 @contextmanager
 def vllm_server(workdir: Path, base_url: Optional[str] = None) -> Iterator[str]:
-    """Yield the /v1 base URL of a serving vLLM: `base_url` as given, or one started here and stopped after."""
+    """Yield the /v1 base URL of a serving vLLM: `base_url` as given, or one started here and stopped after, also
+    when the benchmark is stopped by a signal (see lifecycle)."""
     if base_url:
         yield base_url.rstrip("/")
         return
-    popen, url = start_vllm(workdir)
-    try:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    with open(workdir / "vllm.log", "wb") as log, \
+            child_process(_vllm_args(port), env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"}, stdout=log,
+                          stderr=subprocess.STDOUT) as popen:
         started = time.monotonic()
         asyncio.run(wait_ready(url, popen))
         print(f"vLLM ready after {time.monotonic() - started:.0f} s", flush=True)
         yield url
-    finally:
-        os.killpg(popen.pid, signal.SIGTERM)
-        try:
-            popen.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(popen.pid, signal.SIGKILL)
-            popen.wait()

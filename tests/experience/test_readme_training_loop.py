@@ -1,4 +1,4 @@
-"""The README's training loop is scripts/async_training_loop.py, verbatim, and it runs against the real vLLM."""
+"""The training loop of docs/trainers.md is scripts/async_training_loop.py, verbatim, and it runs against the real vLLM."""
 
 import subprocess
 import sys
@@ -12,8 +12,8 @@ SCRIPT = REPO_ROOT / "scripts" / "async_training_loop.py"
 ROWS = REPO_ROOT / "nemo_gym" / "resources_servers" / "math" / "data" / "arithmetic_example.jsonl"
 
 
-def test_readme_shows_the_script_verbatim() -> None:
-    assert f"```python\n{SCRIPT.read_text()}```" in (REPO_ROOT / "README.md").read_text()
+def test_trainers_page_shows_the_script_verbatim() -> None:
+    assert f"```python\n{SCRIPT.read_text()}```" in (REPO_ROOT / "docs" / "trainers.md").read_text()
 
 
 @pytest.mark.vllm

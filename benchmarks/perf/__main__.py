@@ -1,0 +1,78 @@
+"""Every performance benchmark in one command; each writes benchmarks/results/<name>.json.
+
+    python -m benchmarks.perf                        # all of them, in the order below (the vLLM ones take long)
+    python -m benchmarks.perf collector aggregate    # a subset
+    python -m benchmarks.perf --quick                # smoke runs, written to benchmarks/results/quick/
+    python -m benchmarks.perf --list                 # names and what each measures
+    python -m benchmarks.perf --vllm-url URL ...     # experience, async_collector, benchmark_runs use that vLLM
+
+Each benchmark runs as `python -m benchmarks.perf.<name>` in a child process; a failed one is reported and the
+rest still run (exit status 1 at the end). Then `python -m benchmarks.perf.readme_figures --write` puts the new
+figures into README.md and docs/.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+from benchmarks.perf.lifecycle import child_process, exit_on_signals
+from benchmarks.perf.results import REPO_ROOT, results_path
+
+# name -> (what it measures against what, takes --vllm-url)
+BENCHMARKS: dict[str, tuple[str, bool]] = {
+    "collector": ("full stack on an instant model: rollouts/s at 64/256/1024 concurrent, collector peak RSS "
+                  "10k vs 200k rows and 10k vs 1M rows, resume scan", False),
+    "aggregate": ("aggregation time and peak RSS, 100k vs 1M rollouts, one file vs 4 shards", False),
+    "http_clients": ("agent->model call at 1024 concurrent: aiohttp (ours) vs httpx", False),
+    "nemo_gym_reference": ("NeMo Gym 0.4.0 vs nemo_gym on the same stub model, environment, rows, concurrency", False),
+    "main_command": ("the README's main command (vLLM start + collection + stop), wall time", False),
+    "saturation": ("real vLLM: full stack vs a direct client, same requests (its own vLLM)", False),
+    "experience": ("real vLLM: per-sample vs batched turns; experience layer vs a direct client", True),
+    "async_collector": ("real vLLM: asynchronous vs synchronous generate-then-train", True),
+    "benchmark_runs": ("real vLLM: arithmetic and humaneval rewards, collection time", True),
+}
+
+
+def _summary(name: str, quick: bool) -> str:
+    path = results_path(name, quick)
+    if not path.exists():
+        return "no results file"
+    report = json.loads(path.read_text())
+    return f"{report['status']}, ratios {json.dumps(report.get('ratios', {}))}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"subset of: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--quick", action="store_true", help="small sizes, results under benchmarks/results/quick/")
+    parser.add_argument("--vllm-url", help="a vLLM serving the bundled model, for the benchmarks that can share one")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    args = parser.parse_args()
+    if args.list:
+        for name, (what, _) in BENCHMARKS.items():
+            print(f"{name:<20} {what}")
+        return 0
+    unknown = [name for name in args.names if name not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
+    exit_on_signals()
+    outcomes: dict[str, int] = {}
+    for name in args.names or list(BENCHMARKS):
+        command = [sys.executable, "-m", f"benchmarks.perf.{name}", *(["--quick"] if args.quick else [])]
+        if args.vllm_url and BENCHMARKS[name][1]:
+            command += ["--vllm-url", args.vllm_url]
+        print(f"== {name}: {' '.join(command[1:])}", flush=True)
+        started = time.monotonic()
+        # The benchmark stops its own children on SIGTERM; the grace covers a vLLM shutdown.
+        with child_process(command, cwd=REPO_ROOT, grace_s=120) as popen:
+            outcomes[name] = popen.wait()
+        print(f"== {name}: exit {outcomes[name]} after {time.monotonic() - started:.0f} s", flush=True)
+    print("\nbenchmark            outcome")
+    for name, code in outcomes.items():
+        print(f"{name:<20} {'exit ' + str(code) if code else _summary(name, args.quick)}")
+    return 1 if any(outcomes.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

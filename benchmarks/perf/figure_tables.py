@@ -1,0 +1,247 @@
+"""Markdown for the figure blocks of README.md and docs/, rendered from benchmarks/results/*.json only.
+
+Each renderer takes a loaded results file and returns the block's text; `readme_figures` puts it between
+`<!-- figures:NAME -->` and `<!-- /figures:NAME -->`. A results file of a failed run renders as that failure.
+"""
+
+import json
+from typing import Any, Callable
+
+from benchmarks.perf.results import RESULTS_DIR
+
+Report = dict[str, Any]
+
+
+def load(name: str) -> Report:
+    path = RESULTS_DIR / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run `python -m benchmarks.perf {name}`")
+    report = json.loads(path.read_text())
+    if not isinstance(report, dict) or not {"benchmark", "status", "command", "machine"} <= report.keys():
+        raise ValueError(f"{path} was not written by benchmarks.perf.results: run `python -m benchmarks.perf {name}`")
+    return report
+
+
+def _n(x: float, digits: int = 0) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def _rate(x: float) -> str:
+    return _n(x, 1 if x < 100 else 0)
+
+
+def source(report: Report) -> str:
+    m = report["machine"]
+    flags = m.get("cpu_flags")
+    bf16 = ("bf16 flags not recorded" if flags is None else
+            "with native bf16" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "without native bf16")
+    return (f"`benchmarks/results/{report['benchmark']}.json`, from `{report['command']}` on {m['cores']} cores of "
+            f"{m['cpu']} ({bf16}), load average {m['load_average_at_start']} at the start")
+
+
+def _failed(report: Report) -> str | None:
+    if report["status"] == "ok":
+        return None
+    return f"The last run **failed**: {report.get('error', '').splitlines()[0][:300]} ({source(report)})."
+
+
+def main_output(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    dtype = r["settings"]["vllm_dtype"]
+    return (f"```text\n{r['output'].rstrip()}\n```\n\n"
+            f"Wall time **{_n(r['command_wall_s'])} s** for the whole command, of which the collection took "
+            f"{_n(r['collection_s'], 1)} s ({r['rollouts']} rollouts, mean reward {r['mean_reward']}); vLLM ran in "
+            f"{dtype}. Source: {source(r)}; setup had been done.")
+
+
+def glance(_: Report) -> str:
+    rows = ["| benchmark | ratio | rates behind it | load at start |", "|---|---|---|---|"]
+    col = load("collector")
+    if col["status"] == "ok":
+        tp = {row["concurrency"]: row for row in col["throughput"]}
+        rss = col["full_stack_rss"]
+        rows.append(f"| collector peak RSS, {_n(rss[-1]['rows'])} vs {_n(rss[0]['rows'])} rows (full stack) | "
+                    f"**{rss[-1]['peak_rss_mb'] / rss[0]['peak_rss_mb']:.2f}x** | {rss[0]['peak_rss_mb']} → "
+                    f"{rss[-1]['peak_rss_mb']} MB; {_rate(tp[min(tp)]['rollouts_per_s'])} rollouts/s at {min(tp)} "
+                    f"concurrent | {col['machine']['load_average_at_start']} |")
+        if inst := col.get("instant_agent_rss"):
+            rows.append(f"| collector peak RSS, {_n(inst[-1]['rows'])} vs {_n(inst[0]['rows'])} rows (instant agent) | "
+                        f"**{inst[-1]['peak_rss_mb'] / inst[0]['peak_rss_mb']:.2f}x** | {inst[0]['peak_rss_mb']} → "
+                        f"{inst[-1]['peak_rss_mb']} MB | {col['machine']['load_average_at_start']} |")
+    ref = load("nemo_gym_reference")
+    if ref["status"] == "ok":
+        for run in ref["runs"]:
+            ours, theirs = run["ours"], run["nemo_gym_0_4_0"]
+            rows.append(f"| nemo_gym vs NeMo Gym 0.4.0, {_n(run['rows'])} rows at {run['concurrency']} concurrent | "
+                        f"**{ours['rollouts_per_s'] / theirs['rollouts_per_s']:.1f}x** rollouts/s | "
+                        f"{_rate(ours['rollouts_per_s'])} vs {_rate(theirs['rollouts_per_s'])} rollouts/s; collector "
+                        f"{ours['peak_rss_mb']} vs {theirs['peak_rss_mb']} MB | "
+                        f"{ref['machine']['load_average_at_start']} |")
+    sat = load("saturation")
+    if sat["status"] == "ok":
+        rows.append(f"| full stack vs a direct client on real vLLM | **{sat['ratios']['stack_vs_direct_client']:.2f}** "
+                    f"| {sat['stack_rollouts_per_s']} vs {sat['direct_requests_per_s']} requests/s | "
+                    f"{sat['machine']['load_average_at_start']} |")
+    asy = load("async_collector")
+    if asy["status"] == "ok":
+        speed = asy["ratios"]["speedup_over_sync"]
+        rows.append(f"| asynchronous vs synchronous RL loop (max age 1) | **{speed['async_age_1']:.2f}x** "
+                    f"(ideal {asy['ratios']['ideal_speedup']:.2f}x) | {asy['runs']['sync']['seconds']} vs "
+                    f"{asy['runs']['async_age_1']['seconds']} s | {asy['machine']['load_average_at_start']} |")
+    return "\n".join(rows) + ("\n\nEvery figure comes from a results file in `benchmarks/results/`; "
+                              "[docs/performance.md](docs/performance.md) has them all.")
+
+
+def collector(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    out = [f"Source: {source(r)}.", "",
+           "| full stack, instant model | rollouts/s | vs 64 concurrent | cpu-ms/rollout | load |",
+           "|---|---|---|---|---|"]
+    for row in r["throughput"]:
+        ratio = r["ratios"]["rollouts_per_s_vs_64_concurrent"][str(row["concurrency"])]
+        out.append(f"| {row['concurrency']} concurrent, {_n(row['succeeded'])} rows | {_n(row['rollouts_per_s'])} | "
+                   f"{ratio:.2f}x | {row['cpu_ms_per_rollout']:.2f} | {row['load_average']} |")
+    out += ["", "| collector peak RSS (VmHWM) | rows | peak RSS | vs smallest | rollouts/s | load |",
+            "|---|---|---|---|---|---|"]
+    for label, key in (("full stack", "full_stack_rss"), ("instant test agent", "instant_agent_rss")):
+        rows = r.get(key, [])
+        for row in rows:
+            out.append(f"| {label}, {row['concurrency']} concurrent | {_n(row['rows'])} | {row['peak_rss_mb']} MB | "
+                       f"{row['peak_rss_mb'] / rows[0]['peak_rss_mb']:.2f}x | {_n(row['rollouts_per_s'])} | "
+                       f"{row['load_average']} |")
+    out += ["", "| resume scan of the output file | lines | size | time |", "|---|---|---|---|"]
+    for row in r["resume_scan"]:
+        out.append(f"| `scan_done` | {_n(row['rows'])} | {row['size_mb']} MB | {row['seconds']} s |")
+    return "\n".join(out)
+
+
+def saturation(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s = r["settings"]
+    same = "the same" if r["same_tokens_every_phase"] else "different"
+    return (f"Full stack / direct client: **{r['ratios']['stack_vs_direct_client']:.3f}** (goal ≥ 0.95): "
+            f"{r['stack_rollouts_per_s']} rollouts/s vs {r['direct_requests_per_s']} requests/s, {s['rows']} rows, "
+            f"{s['concurrency']} concurrent, {s['max_tokens']} max tokens, greedy, {s['rounds']} alternating rounds; "
+            f"every phase generated {same} number of tokens ({r['phases']['direct'][0]['tokens']:,} in the first). "
+            f"Load average {r['load_average_at_end']} at the end. Source: {source(r)}.")
+
+
+def http_clients(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    rate, cpu, s = r["mean_requests_per_s"], r["mean_client_cpu_ms_per_request"], r["settings"]
+    return (f"aiohttp / httpx: **{r['ratios']['aiohttp_vs_httpx_requests_per_s']:.1f}x** requests/s "
+            f"({_n(rate['aiohttp'])} vs {_n(rate['httpx'])}), and httpx spends "
+            f"{r['ratios']['httpx_vs_aiohttp_client_cpu_per_request']:.0f}x the client CPU per request "
+            f"({cpu['httpx']} vs {cpu['aiohttp']} ms); {_n(s['requests'])} requests at {s['concurrency']} concurrent, "
+            f"{s['rounds']} alternating rounds. Source: {source(r)}.")
+
+
+def nemo_gym_reference(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    out = [f"Source: {source(r)}.", "",
+           "| rows, concurrency | nemo_gym rollouts/s | NeMo Gym 0.4.0 rollouts/s | ratio | collector peak RSS, "
+           "ours vs theirs | load |", "|---|---|---|---|---|---|"]
+    for run in r["runs"]:
+        ours, theirs = run["ours"], run["nemo_gym_0_4_0"]
+        out.append(f"| {_n(run['rows'])}, {run['concurrency']} | {_rate(ours['rollouts_per_s'])} | "
+                   f"{_rate(theirs['rollouts_per_s'])} | **{ours['rollouts_per_s'] / theirs['rollouts_per_s']:.1f}x** | "
+                   f"{ours['peak_rss_mb']} vs {theirs['peak_rss_mb']} MB | {theirs['load_average']} |")
+    return "\n".join(out)
+
+
+def aggregate(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    out = [f"Source: {source(r)}.", "",
+           "| rollouts | input | time | collector peak RSS | resources server peak RSS | load |",
+           "|---|---|---|---|---|---|"]
+    for run in r["runs"]:
+        merge = f" (merge {run['merge_seconds']} s)" if "merge_seconds" in run else ""
+        out.append(f"| {_n(run['rollouts'])} | {run['input']}, {run['input_mb']} MB | {run['seconds']} s{merge} | "
+                   f"{run['peak_rss_mb']} MB | {run['resources_server_peak_rss_mb']} MB | {run['load_average']} |")
+    ratios = {k: v for k, v in r["ratios"].items() if not isinstance(v, dict)}
+    out += ["", "Ratios: " + ", ".join(f"{k.replace('_', ' ')} **{v}**" for k, v in ratios.items()) + "."]
+    return "\n".join(out)
+
+
+def _mean(phases: list[dict[str, Any]]) -> float:
+    return sum(p["tokens_per_s"] for p in phases) / len(phases)
+
+
+def _phase_loads(phases: dict[str, list[dict[str, Any]]]) -> str:
+    return ", ".join(f"{name.replace('_', ' ')} {'/'.join(p['load_average'].split()[0] for p in runs)}"
+                     for name, runs in phases.items())
+
+
+def experience(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s, p, ratios = r["settings"], r["phases"], r["ratios"]
+    return "\n".join([
+        f"Source: {source(r)}; {s['rounds']} round(s) of alternating phases; 1-minute load average at the end of "
+        f"each phase: {_phase_loads(p)}.", "",
+        "| what | ratio | tokens/s behind it | baseline in the same run |", "|---|---|---|---|",
+        f"| per-sample turns vs batched turns, {s['samples']} number-guessing games sampled at temperature 1, up to "
+        f"{s['sampled_max_new_tokens']} tokens a turn | **{ratios['per_sample_vs_batched']['sampled']:.2f}x** (goal "
+        f"1.5x) | {_mean(p['sampled_per_sample']):.1f} vs {_mean(p['sampled_batched']):.1f} | batched turns |",
+        f"| the same games played greedily (both modes play identical games) | "
+        f"{ratios['per_sample_vs_batched']['greedy']:.2f}x | {_mean(p['greedy_per_sample']):.1f} vs "
+        f"{_mean(p['greedy_batched']):.1f} | batched turns |",
+        f"| experience layer vs a plain client sending the same token prompts to `/v1/completions`, greedy, "
+        f"{s['greedy_max_new_tokens']} tokens | **{ratios['layer_vs_direct_client']:.3f}** (goal 0.9) | "
+        f"{_mean(p['layer']):.1f} vs {_mean(p['direct']):.1f} | direct client |"])
+
+
+def async_collector(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s, runs, speed = r["settings"], r["runs"], r["ratios"]["speedup_over_sync"]
+    idle = ", ".join(f"{name.replace('_', ' ')} {run['vllm_idle_fraction']:.0%}" for name, run in runs.items())
+    return "\n".join([
+        f"Source: {source(r)}.", "",
+        f"Trajectory collector vs synchronous generate-then-train, {s['steps']} steps of {s['prompts_per_step']} "
+        f"prompts x {s['generations_per_prompt']} completions, training step = one step's generation time "
+        f"({s['train_step_s']} s): **{speed['async_age_1']:.2f}x** wall clock at max age 1, "
+        f"{speed['async_age_2']:.2f}x at max age 2 (ideal {r['ratios']['ideal_speedup']:.2f}x; goal 1.8x); "
+        f"synchronous loop {runs['sync']['seconds']} s. Share of time vLLM ran no request: {idle}. The trainer "
+        f"waited {runs['async_age_1']['trainer_wait_s_total']} s in all at max age 1 and "
+        f"{runs['async_age_2']['trainer_wait_s_total']} s at max age 2. 1-minute load average at the end of each "
+        f"run: " + ", ".join(f"{name.replace('_', ' ')} {run['load_average'].split()[0]}" for name, run in runs.items())
+        + "."])
+
+
+def benchmark_runs(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    out = [f"Source: {source(r)}; temperature {r['settings']['temperature']}, 32 in parallel.", "",
+           "| benchmark | rollouts | mean reward (95% CI) | reward by level | pass@k | collection (whole command) |",
+           "|---|---|---|---|---|---|"]
+    for name, run in r["runs"].items():
+        km = run["key_metrics"]
+        levels = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in run.get("reward_by_level", {}).items())
+        passk = ", ".join(f"{k} {v:.2f}" for k, v in km.items() if k.startswith("pass@") and "[" not in k)
+        outcomes = ", ".join(f"{v} {k}" for k, v in run.get("outcomes", {}).items())
+        out.append(f"| {name} | {run['rollouts']}{' (programs: ' + outcomes + ')' if outcomes else ''} | "
+                   f"{run['mean_reward']:.3f} ({km['ci95_low/reward']:.3f}–{km['ci95_high/reward']:.3f}) | {levels} | "
+                   f"{passk} | {run['collection_s']} s ({run['command_wall_s']} s) |")
+    return "\n".join(out)
+
+
+# block name -> (results file it reads, renderer)
+RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
+    "main_output": ("main_command", main_output),
+    "glance": ("collector", glance),
+    "collector": ("collector", collector),
+    "saturation": ("saturation", saturation),
+    "http_clients": ("http_clients", http_clients),
+    "nemo_gym_reference": ("nemo_gym_reference", nemo_gym_reference),
+    "aggregate": ("aggregate", aggregate),
+    "experience": ("experience", experience),
+    "async_collector": ("async_collector", async_collector),
+    "benchmark_runs": ("benchmark_runs", benchmark_runs),
+}

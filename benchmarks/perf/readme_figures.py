@@ -1,0 +1,101 @@
+"""README.md and docs/*.md quote performance figures only inside figure blocks rendered from benchmarks/results/.
+
+    python -m benchmarks.perf.readme_figures --check    # exit 1 naming each block that disagrees with its file
+    python -m benchmarks.perf.readme_figures --write    # re-render every block from the results files
+
+A block is `<!-- figures:NAME -->` ... `<!-- /figures:NAME -->` (names: benchmarks.perf.figure_tables.RENDERERS).
+The check also refuses a rate (rollouts/s, requests/s, tokens/s) written by hand outside a block, in README.md and in
+the docs pages this project's benchmarks own.
+"""
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from benchmarks.perf.figure_tables import RENDERERS, load
+from benchmarks.perf.results import REPO_ROOT
+
+BLOCK = re.compile(r"<!-- figures:(\w+) -->\n(.*?)<!-- /figures:\1 -->", re.S)
+# Pages whose every rate must come from a block; other helpers' pages under docs/ are only scanned for blocks.
+OWNED = ("README.md", "docs/performance.md", "docs/trainers.md", "docs/benchmarks.md", "docs/metrics.md",
+         "docs/collection.md", "docs/protocol.md", "docs/environments.md", "docs/slurm.md")
+HAND_RATE = re.compile(r"\d[\d,.]*\s*(?:rollouts/s|requests/s|req/s|tok/s|tokens/s)")
+FENCE = re.compile(r"```.*?```", re.S)
+
+
+def pages(root: Path = REPO_ROOT) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def render(name: str) -> str:
+    if name not in RENDERERS:
+        raise KeyError(f"unknown figure block {name!r}; known: {', '.join(RENDERERS)}")
+    results, renderer = RENDERERS[name]
+    return renderer(load(results)).rstrip("\n") + "\n"
+
+
+def rewrite(text: str) -> str:
+    """Every block re-rendered; one that cannot be (no results file yet) is left as it is and `problems` names it."""
+
+    def block(match: re.Match) -> str:
+        try:
+            return f"<!-- figures:{match.group(1)} -->\n{render(match.group(1))}<!-- /figures:{match.group(1)} -->"
+        except (KeyError, ValueError, FileNotFoundError):
+            return match.group(0)
+
+    return BLOCK.sub(block, text)
+
+
+def problems(root: Path = REPO_ROOT) -> list[str]:
+    """Every disagreement: a block whose text is not what its results file renders, a rate written by hand."""
+    found = []
+    for page in pages(root):
+        rel = page.relative_to(root).as_posix()
+        text = page.read_text()
+        for match in BLOCK.finditer(text):
+            try:
+                expected = render(match.group(1))
+            except (KeyError, ValueError, FileNotFoundError) as error:
+                found.append(f"{rel}: block {match.group(1)}: {error}")
+                continue
+            if match.group(2) != expected:
+                line = text[:match.start()].count("\n") + 1
+                found.append(f"{rel}:{line}: block {match.group(1)} differs from its results file")
+        if rel in OWNED:
+            outside = FENCE.sub("", BLOCK.sub("", text))
+            for rate in HAND_RATE.finditer(outside):
+                found.append(f"{rel}: '{rate.group(0)}' is written by hand; quote it through a figure block")
+    return found
+
+
+def write(root: Path = REPO_ROOT) -> list[Path]:
+    """Re-render every block in place; the pages that changed."""
+    changed = []
+    for page in pages(root):
+        text = page.read_text()
+        if (new := rewrite(text)) != text:
+            page.write_text(new)
+            changed.append(page)
+    return changed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true")
+    mode.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    if args.write:
+        for page in write():
+            print(f"updated {page.relative_to(REPO_ROOT)}")
+    found = problems()
+    for problem in found:
+        print(problem, file=sys.stderr)
+    if not found:
+        print("every figure block agrees with benchmarks/results/")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

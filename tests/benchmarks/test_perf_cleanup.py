@@ -1,0 +1,101 @@
+"""A performance benchmark stops every process it started, however it ends: SIGTERM or SIGINT to the benchmark, to
+the `python -m benchmarks.perf` runner, or an exception. vLLM is started by `benchmarks.perf.lifecycle.child_process`
+inside `recording`; the tests use the same two with cheap children: Python's http.server (which, like vLLM, outlives
+a parent that is killed) in a benchmark-shaped app, and the aggregation benchmark's resources server."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from benchmarks.perf.lifecycle import child_process
+from tests.helpers.stack import REPO_ROOT
+
+
+def _listening(proc: psutil.Process) -> bool:
+    try:
+        return any(c.status == psutil.CONN_LISTEN for c in proc.net_connections(kind="inet"))
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _start(command: list[str], results_dir: Path, servers: int, timeout_s: float = 180) -> tuple[subprocess.Popen,
+                                                                                                  set[int]]:
+    """Start `command` and wait until `servers` of its descendants listen; return it and every descendant pid."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "NEMO_GYM_BENCH_RESULTS_DIR": str(results_dir)}
+    popen = subprocess.Popen([sys.executable, "-m", *command], cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert popen.poll() is None, f"{command} exited early: {popen.stderr.read().decode()[-2000:]}"
+        descendants = psutil.Process(popen.pid).children(recursive=True)
+        if sum(_listening(p) for p in descendants) >= servers:
+            return popen, {p.pid for p in descendants}
+        if time.monotonic() > deadline:
+            popen.kill()
+            raise AssertionError(f"{command}: {servers} servers not listening after {timeout_s} s")
+        time.sleep(0.3)
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.add(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def _assert_all_stopped(popen: subprocess.Popen, pids: set[int], expected_code: int) -> None:
+    try:
+        code = popen.wait(timeout=150)
+    finally:
+        left = _alive(pids | {popen.pid})
+        for pid in left:  # never leave them behind, even when the assertion below fails
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"still running after the benchmark ended: {left}"
+    assert code == expected_code, popen.stderr.read().decode()[-2000:]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_to_a_benchmark_stops_the_server_it_started(sig: signal.Signals, tmp_path: Path) -> None:
+    popen, pids = _start(["tests.benchmarks.apps.child_server_benchmark"], tmp_path, servers=1)
+    popen.send_signal(sig)
+    _assert_all_stopped(popen, pids, 128 + sig)
+    assert not list(tmp_path.iterdir()), "an interrupted benchmark writes no results file"
+
+
+def test_sigterm_to_the_aggregation_benchmark_stops_its_resources_server(tmp_path: Path) -> None:
+    popen, pids = _start(["benchmarks.perf.aggregate", "--sizes", "3000000"], tmp_path, servers=1)
+    popen.send_signal(signal.SIGTERM)
+    _assert_all_stopped(popen, pids, 128 + signal.SIGTERM)
+
+
+def test_sigterm_to_the_runner_stops_the_benchmark_it_runs(tmp_path: Path) -> None:
+    """The benchmark runs in a session of its own: only the runner can pass the signal on."""
+    popen, pids = _start(["benchmarks.perf", "aggregate"], tmp_path, servers=1)
+    popen.send_signal(signal.SIGTERM)
+    _assert_all_stopped(popen, pids, 128 + signal.SIGTERM)
+
+
+def test_an_exception_stops_the_child_and_what_it_moved_to_another_session() -> None:
+    """Processes that left the child's session (as Ray's do) are found by the token in their environment."""
+    script = "import subprocess, time; subprocess.Popen(['setsid', 'sleep', '600']); time.sleep(600)"
+    with pytest.raises(RuntimeError, match="benchmark body failed"):
+        with child_process([sys.executable, "-c", script], grace_s=10) as popen:
+            deadline = time.monotonic() + 30
+            while not (pids := {p.pid for p in psutil.Process(popen.pid).children(recursive=True)}):
+                assert time.monotonic() < deadline, "the child started nothing"
+                time.sleep(0.1)
+            time.sleep(0.5)  # setsid has exec'd sleep by now
+            pids = {p.pid for p in psutil.Process(popen.pid).children(recursive=True)} | pids
+            raise RuntimeError("benchmark body failed")
+    assert popen.poll() is not None
+    assert not _alive(pids), f"left running: {_alive(pids)}"

@@ -1,0 +1,59 @@
+"""Every performance figure in README.md and docs/ is the one its results file in benchmarks/results/ holds."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.perf.__main__ import BENCHMARKS
+from benchmarks.perf.readme_figures import BLOCK, problems, write
+from tests.helpers.stack import REPO_ROOT
+
+
+def _copy_pages(root: Path) -> Path:
+    shutil.copy(REPO_ROOT / "README.md", root / "README.md")
+    shutil.copytree(REPO_ROOT / "docs", root / "docs")
+    return root
+
+
+def test_readme_and_docs_agree_with_the_results_files() -> None:
+    assert problems() == []
+
+
+def test_the_pages_quote_every_benchmark_through_a_block() -> None:
+    names = {m.group(1) for page in [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")]
+             for m in BLOCK.finditer(page.read_text())}
+    assert {"main_output", "glance", "collector", "saturation", "http_clients", "nemo_gym_reference", "aggregate",
+            "experience", "async_collector", "benchmark_runs"} <= names
+
+
+def test_a_figure_edited_by_hand_is_caught_and_rewritten(tmp_path: Path) -> None:
+    root = _copy_pages(tmp_path)
+    before = problems(root)
+    page = root / "docs" / "performance.md"
+    text = page.read_text()
+    block = next(m for m in BLOCK.finditer(text) if m.group(1) == "saturation")
+    page.write_text(text[:block.start(2)] + block.group(2).replace("**", "**9", 1) + text[block.end(2):])
+    line = text[:block.start()].count("\n") + 1
+    assert set(problems(root)) - set(before) == {
+        f"docs/performance.md:{line}: block saturation differs from its results file"}
+    assert page in write(root)
+    assert page.read_text() == text
+    assert problems(root) == before
+
+
+def test_a_rate_written_outside_a_block_is_refused(tmp_path: Path) -> None:
+    root = _copy_pages(tmp_path)
+    before = problems(root)
+    with open(root / "README.md", "a") as readme:
+        readme.write("\nIt collects 5,000 rollouts/s on a laptop.\n")
+    assert set(problems(root)) - set(before) == {
+        "README.md: '5,000 rollouts/s' is written by hand; quote it through a figure block"}
+
+
+def test_the_runner_lists_every_benchmark_and_each_is_a_module() -> None:
+    listed = subprocess.run([sys.executable, "-m", "benchmarks.perf", "--list"], cwd=REPO_ROOT, capture_output=True,
+                            text=True, check=True).stdout.split("\n")
+    assert [line.split()[0] for line in listed if line] == list(BENCHMARKS)
+    for name in BENCHMARKS:
+        assert (REPO_ROOT / "benchmarks" / "perf" / f"{name}.py").exists(), name
