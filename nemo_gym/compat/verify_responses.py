@@ -11,11 +11,11 @@ from typing import Any, AsyncIterator, Callable, Iterable
 import orjson
 
 from nemo_gym.errors import NemoGymError
+from nemo_gym.json_chunks import as_async, json_array_chunks
 from nemo_gym.failures import RequestFailed
 
 VERIFY_RESPONSES = "verify_responses"
 _HEAVY_FIELDS = ("response", "responses_create_params")
-_CHUNK_BYTES = 1 << 18
 
 
 class VerifyResponsesError(NemoGymError):
@@ -46,24 +46,8 @@ def verify_responses_body(lines: Callable[[], Iterable[bytes]],
                           keep: Callable[[dict[str, Any]], bool]) -> AsyncIterator[bytes]:
     """`{"verify_responses": [...]}` in chunks, from a fresh pass over `lines()` (rollout JSONL lines), keeping the
     rows `keep` accepts: the rows are never all in memory on this side."""
-
-    async def chunks() -> AsyncIterator[bytes]:
-        block = bytearray(b'{"verify_responses":[')
-        first = True
-        for line in lines():
-            row = orjson.loads(line)
-            if not keep(row):
-                continue
-            if not first:
-                block += b","
-            first = False
-            block += orjson.dumps(strip_row(row))
-            if len(block) >= _CHUNK_BYTES:
-                yield bytes(block)
-                block.clear()
-        yield bytes(block + b"]}")
-
-    return chunks()
+    rows = (strip_row(row) for row in map(orjson.loads, lines()) if keep(row))
+    return as_async(json_array_chunks(b'{"' + VERIFY_RESPONSES.encode() + b'":[', rows))
 
 
 def check_answer(answer: Any, url: str) -> dict[str, Any]:

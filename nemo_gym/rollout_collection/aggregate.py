@@ -24,6 +24,7 @@ from nemo_gym.compat.verify_responses import check_answer, verify_responses_body
 from nemo_gym.errors import InputDataError, NemoGymError
 from nemo_gym.failures import RequestFailed, RetryPolicy
 from nemo_gym.http_client import HttpClient
+from nemo_gym.json_chunks import as_async, json_array_chunks
 from nemo_gym.metrics.accumulator import AgentAccumulator, AgentMetrics, compact_row, iter_groups
 from nemo_gym.metrics.report import AgentReport, write_report
 from nemo_gym.resources_servers.metrics import headline_metrics
@@ -33,7 +34,6 @@ from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, report_pat
 from nemo_gym.server.client import ServerClient
 
 AGGREGATE_TIMEOUT_S = 1800.0
-_CHUNK_BYTES = 1 << 18
 _RETRY = RetryPolicy(max_attempts=3, backoff_base_s=1.0)
 
 
@@ -64,23 +64,13 @@ def _rows_body(files: Sequence[Path], agent: str, agent_metrics: dict[str, float
     """`{"agent_metrics": {...}, "rows": [compact rows of `agent`]}`, produced in chunks by a second pass over the
     files: only environments that ask for rows pay for it, and nothing is held in memory or spooled to disk."""
 
-    async def chunks() -> AsyncIterator[bytes]:
-        block = bytearray(b'{"agent_metrics":' + orjson.dumps(agent_metrics) + b',"rows":[')
-        first = True
+    def rows() -> Iterator[dict[str, Any]]:
         for line in iter_unique_lines(files, ReadStats(), work_dir):
             row = orjson.loads(line)
-            if _agent_of(row, line) != agent:
-                continue
-            if not first:
-                block += b","
-            first = False
-            block += orjson.dumps(compact_row(row))
-            if len(block) >= _CHUNK_BYTES:
-                yield bytes(block)
-                block.clear()
-        yield bytes(block + b"]}")
+            if _agent_of(row, line) == agent:
+                yield compact_row(row)
 
-    return chunks()
+    return as_async(json_array_chunks(b'{"agent_metrics":' + orjson.dumps(agent_metrics) + b',"rows":[', rows()))
 
 
 async def _environment_metrics(http: HttpClient, url: str, files: Sequence[Path], agent: str,
@@ -120,17 +110,10 @@ def _merged_groups(library: AgentMetrics, answer_groups: Any) -> Iterator[dict[s
 def _write_entry(out: BinaryIO, agent: str, agent_metrics: dict, key_metrics: dict,
                  groups: Iterator[dict[str, Any]]) -> None:
     """One agent's entry, with the per-task list written as it is produced (there can be a million tasks)."""
-    out.write(b'{"agent_ref":' + orjson.dumps({"name": agent}) + b',"agent_metrics":' + orjson.dumps(agent_metrics)
-              + b',"key_metrics":' + orjson.dumps(key_metrics) + b',"group_level_metrics":[')
-    block = bytearray()
-    for i, group in enumerate(groups):
-        if i:
-            block += b","
-        block += orjson.dumps(group)
-        if len(block) >= _CHUNK_BYTES:
-            out.write(block)
-            block.clear()
-    out.write(bytes(block) + b"]}")
+    head = (b'{"agent_ref":' + orjson.dumps({"name": agent}) + b',"agent_metrics":' + orjson.dumps(agent_metrics)
+            + b',"key_metrics":' + orjson.dumps(key_metrics) + b',"group_level_metrics":[')
+    for chunk in json_array_chunks(head, groups):
+        out.write(chunk)
 
 
 @dataclass
