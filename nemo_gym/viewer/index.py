@@ -29,7 +29,7 @@ from nemo_gym.errors import InputDataError
 from nemo_gym.metrics.accumulator import AgentAccumulator
 from nemo_gym.resources_servers.metrics import headline_metrics
 from nemo_gym.rollout_collection.aggregate import _expand_input_glob
-from nemo_gym.rollout_collection.shards import ReadStats, iter_unique_entries
+from nemo_gym.rollout_collection.shards import ReadStats, failures_sidecar, iter_unique_entries
 from nemo_gym.viewer.columns import ROW_COLUMNS, TASK_COLUMNS, ColumnStore, ColumnWriter
 from nemo_gym.viewer.errors import NotFound, ViewerError
 from nemo_gym.viewer.row_fields import agent_of, numbers
@@ -59,7 +59,7 @@ def _digest(files: list[Path]) -> str:
     """Names the index of exactly these files as they are now (path, size, mtime of them and their failures)."""
     parts = [f"v{INDEX_VERSION}"]
     for path in files:
-        failures = path.with_name(f"{path.stem}_failures.jsonl")
+        failures = failures_sidecar(path)
         for item in (path, failures):
             stat = item.stat() if item.is_file() else None
             parts.append(f"{item}\0{stat.st_size if stat else -1}\0{stat.st_mtime_ns if stat else -1}")

@@ -15,11 +15,16 @@ import orjson
 
 from nemo_gym.rollout_collection.config import aggregate_metrics_path
 from nemo_gym.rollout_collection.keys import row_key
-from nemo_gym.rollout_collection.shards import FAILURES_SUFFIX, failures_sidecar
+from nemo_gym.rollout_collection.shards import failures_sidecar
+from nemo_gym.run_format import (
+    AGENT_REF,
+    FAILURE_CLASS,
+    JSONL_SIDECAR_SUFFIXES,
+    MANIFEST_SUFFIX,
+    UNKNOWN_FAILURE_CLASS,
+    sidecar,
+)
 
-MANIFEST_SUFFIX = "_manifest.json"
-# Files a rollout glob may also match that are not rollouts.
-NOT_ROLLOUTS = (FAILURES_SUFFIX, "_inputs.jsonl")
 _GROUPS_MARK = b',"group_level_metrics":['
 _READ = 1 << 16
 _HEAD_LIMIT = 1 << 24  # an agent's metrics before its per-task list: far below this
@@ -37,7 +42,7 @@ class FailureRecord:
 
 
 def is_rollout_file(path: Path) -> bool:
-    return not path.name.endswith(NOT_ROLLOUTS)
+    return not path.name.endswith(JSONL_SIDECAR_SUFFIXES)
 
 
 def failure_records(rollout_files: list[Path]) -> dict[tuple[int, int], FailureRecord]:
@@ -53,15 +58,15 @@ def failure_records(rollout_files: list[Path]) -> dict[tuple[int, int], FailureR
                 key = row_key(line)
                 if key is not None:
                     record = orjson.loads(line)
-                    agent = (record.get("agent_ref") or {}).get("name", "")
+                    agent = (record.get(AGENT_REF) or {}).get("name", "")
                     latest[key] = FailureRecord(key[0], key[1], path, offset, len(line), str(agent),
-                                                str(record.get("failure_class", "unknown")))
+                                                str(record.get(FAILURE_CLASS, UNKNOWN_FAILURE_CLASS)))
                 offset += len(line)
     return latest
 
 
 def manifest_path(rollouts: Path) -> Path:
-    return rollouts.with_name(f"{rollouts.stem}{MANIFEST_SUFFIX}")
+    return sidecar(rollouts, MANIFEST_SUFFIX)
 
 
 def read_manifest(rollouts: Path) -> dict[str, Any] | None:
