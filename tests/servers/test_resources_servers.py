@@ -12,10 +12,7 @@ from nemo_gym.config.servers import ServerSpec
 from nemo_gym.protocol import SESSION_HEADER
 from nemo_gym.resources_servers import ResourcesServer, tool
 from nemo_gym.resources_servers.metrics import NumericStats, group_mean_reward, summarize
-
-
-def _response(*items: dict[str, Any]) -> dict[str, Any]:
-    return {"id": "resp_1", "object": "response", "status": "completed", "output": list(items)}
+from tests.helpers.responses import response
 
 
 # ---- base server routes ----
@@ -47,7 +44,7 @@ def test_base_routes_tools_sessions_and_verify() -> None:
         assert client.post("/add", json={"amount": 1, "session_id": "b"}, headers=a).status_code == 400
         assert client.post("/add", json=[1], headers=a).status_code == 400
 
-        verified = client.post("/verify", json={"sid": "a", "k": "v", "response": _response()}, headers=a).json()
+        verified = client.post("/verify", json={"sid": "a", "k": "v", "response": response()}, headers=a).json()
         assert verified["reward"] == 5.0 and verified["checked"] is True and verified["k"] == "v"
         assert "response" in verified
         # a's state went with its verify; b's is untouched.

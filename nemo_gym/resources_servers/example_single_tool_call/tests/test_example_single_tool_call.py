@@ -7,18 +7,7 @@ import pytest
 
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.resources_servers.example_single_tool_call.app import ExampleSingleToolCall
-
-
-def _response(*items: dict[str, Any]) -> dict[str, Any]:
-    return {"id": "resp_1", "object": "response", "status": "completed", "output": list(items)}
-
-
-def _message(text: str) -> dict[str, Any]:
-    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
-
-
-def _call(arguments: str, name: str = "get_weather") -> dict[str, Any]:
-    return {"type": "function_call", "call_id": "call_1", "name": name, "arguments": arguments}
+from tests.helpers.responses import function_call, message, response
 
 
 # ---- weather ----
@@ -31,17 +20,17 @@ def _weather_server() -> ExampleSingleToolCall:
 @pytest.mark.parametrize(
     "items, reward",
     [
-        ([_call('{"city": "paris "}'), _message("Rainy.")], 1.0),
-        ([_call('{"city": "Lyon"}'), _call('{"city": "Paris"}')], 1.0),
-        ([_call('{"city": "Lyon"}')], 0.0),
-        ([_call('{"city": "Paris"}', name="get_time")], 0.0),
-        ([_call("{city: Paris")], 0.0),
-        ([_message("It is sunny in Paris.")], 0.0),
+        ([function_call('{"city": "paris "}'), message("Rainy.")], 1.0),
+        ([function_call('{"city": "Lyon"}'), function_call('{"city": "Paris"}')], 1.0),
+        ([function_call('{"city": "Lyon"}')], 0.0),
+        ([function_call('{"city": "Paris"}', name="get_time")], 0.0),
+        ([function_call("{city: Paris")], 0.0),
+        ([message("It is sunny in Paris.")], 0.0),
     ],
 )
 def test_weather_verify(items: list[dict[str, Any]], reward: float) -> None:
     row = {"expected_city": "Paris"}
-    assert asyncio.run(_weather_server().verify(row, _response(*items)))["reward"] == reward
+    assert asyncio.run(_weather_server().verify(row, response(*items)))["reward"] == reward
 
 
 def test_weather_tool_is_canned_and_case_insensitive() -> None:

@@ -1,24 +1,11 @@
 """The math environment in-process: answer extraction and matching, the verifier, the arithmetic generator."""
 
-from typing import Any
-
 import orjson
 import pytest
 
 from nemo_gym.resources_servers.math import app as math_app, verifier
 from nemo_gym.resources_servers.math.generate_arithmetic import generate_rows, main as generate_main
-
-
-def _response(*items: dict[str, Any]) -> dict[str, Any]:
-    return {"id": "resp_1", "object": "response", "status": "completed", "output": list(items)}
-
-
-def _message(text: str) -> dict[str, Any]:
-    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
-
-
-def _call(arguments: str, name: str = "get_weather") -> dict[str, Any]:
-    return {"type": "function_call", "call_id": "call_1", "name": name, "arguments": arguments}
+from tests.helpers.responses import function_call, message, response
 
 
 # ---- math ----
@@ -57,10 +44,10 @@ def test_answers_match_falls_back_to_numbers_when_math_verify_cannot_parse(monke
 
 
 def test_final_message_text_uses_the_last_message_only() -> None:
-    response = _response(_message("draft: 12"), _call('{"city": "Paris"}'), _message("final: \\boxed{13}"))
-    assert math_app.final_message_text(response) == "final: \\boxed{13}"
-    assert verifier.extract_answer(math_app.final_message_text(response)) == "13"
-    assert math_app.final_message_text(_response(_call("{}"))) == ""
+    reply = response(message("draft: 12"), function_call('{"city": "Paris"}'), message("final: \\boxed{13}"))
+    assert math_app.final_message_text(reply) == "final: \\boxed{13}"
+    assert verifier.extract_answer(math_app.final_message_text(reply)) == "13"
+    assert math_app.final_message_text(response(function_call("{}"))) == ""
 
 
 # ---- arithmetic generator ----
