@@ -32,6 +32,7 @@ from nemo_gym.server.base import (
     ModelServerRef,
     ResourcesServerRef,
     ServerSettings,
+    downstream_failed,
     error_response,
     json_route,
 )
@@ -120,7 +121,7 @@ class AgentServer(BaseServer):
             url = f"{await self.servers.url(self.resources_server)}/aggregate_metrics"
             status, content = await self.http.forward(url, request.stream(), timeout_s=self.resources_timeout_s)
         except RequestFailed as exc:
-            return error_response(502, exc.failure_class, exc.message, upstream_status=exc.status)
+            return downstream_failed(exc)
         except (NemoGymError, DownstreamError) as exc:  # no head server, or no such resources server on it
             return error_response(502, "connect", str(exc))
         return Response(content, status_code=status, media_type="application/json")

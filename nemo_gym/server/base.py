@@ -19,6 +19,7 @@ from pydantic import Field
 
 from nemo_gym.config.servers import SERVER_KINDS, ServerSpec
 from nemo_gym.config.typed import Settings, Text, build
+from nemo_gym.failures import failure_class_of
 from nemo_gym.http_client import HttpClient, RequestFailed
 from nemo_gym.server.client import ServerClient
 
@@ -45,6 +46,12 @@ def error_response(status: int, failure_class: str, message: str, **extra: Any) 
     return json_response({"error": {"failure_class": failure_class, "message": message, **extra}}, status)
 
 
+def downstream_failed(exc: RequestFailed) -> Response:
+    """502 for a downstream call that failed after its retries, carrying the class of the deepest hop that failed
+    (a dead vLLM behind the model server reads `connect` at the collector, not the model server's `http_5xx`)."""
+    return error_response(502, failure_class_of(exc), exc.message, upstream_status=exc.status)
+
+
 def json_route(path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POST",)) -> Route:
     """A route whose handler receives the decoded JSON body and returns a JSON-compatible value."""
 
@@ -59,8 +66,7 @@ def json_route(path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POS
         except HandlerError as exc:
             return error_response(exc.status, exc.failure_class, exc.message)
         except RequestFailed as exc:
-            # A downstream call failed after its retries: 502 keeps the original class for the caller.
-            return error_response(502, exc.failure_class, exc.message, upstream_status=exc.status)
+            return downstream_failed(exc)
         except Exception as exc:  # noqa: BLE001 - a handler bug must answer 500, not drop the connection
             logger.exception("handler %s failed", path)
             return error_response(500, "agent_error", f"{type(exc).__name__}: {exc}")
