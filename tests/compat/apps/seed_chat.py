@@ -4,11 +4,15 @@ Its final answer ends with `[seed N]` (`[seed none]` without one), so a test rea
 whether `num_repeats_add_seed` got through every hop to the Chat Completions request.
 """
 
+import sys
+from pathlib import Path
 from typing import Any
 
 from starlette.requests import Request
 
-from tests.reliability.apps.instant_chat import InstantChat
+# ng_run loads this file by path in processes whose sys.path need not hold the checkout's `tests` package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from tests.reliability.apps.instant_chat import InstantChat  # noqa: E402
 
 
 class SeedChat(InstantChat):
