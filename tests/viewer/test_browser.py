@@ -19,7 +19,7 @@ def test_browse_filter_read_and_compare_in_a_browser(collected_runs: CollectedRu
         expect(page.locator("#run-a h2")).to_contain_text("Run A")
         expect(page.locator("#run-a table.metrics").first).to_contain_text("mean/reward")
         expect(page.locator("#run-a svg.pass-at-k")).to_have_count(1)
-        expect(page.locator("#run-a table.failures")).to_contain_text("http_5xx")
+        expect(page.locator("#run-a table.failures")).to_contain_text("http_4xx")
 
         # The rollout table, filtered to reward 0: only run A's Tokyo rollouts are left.
         page.get_by_role("link", name="Rollouts", exact=True).click()

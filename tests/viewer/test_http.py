@@ -32,11 +32,11 @@ def test_overview_shows_metrics_failures_and_manifest(viewer: str) -> None:
     page = get(f"{viewer}/")
     assert page.status_code == 200
     assert "mean/reward" in page.text and "95% interval" in page.text and 'class="pass-at-k"' in page.text
-    assert 'class="histogram"' in page.text and "http_5xx" in page.text and "input_sha256" in page.text
+    assert 'class="histogram"' in page.text and "http_4xx" in page.text and "input_sha256" in page.text
     overview = get(f"{viewer}/api/overview").json()
     a = overview["a"]["agents"][0]
     assert a["agent"] == AGENT and a["environment_metrics"]  # read from the run's aggregate metrics file
-    assert a["agent_metrics"]["num_rollouts"] == 7 * REPEATS and a["failures_by_class"] == {"http_5xx": REPEATS}
+    assert a["agent_metrics"]["num_rollouts"] == 7 * REPEATS and a["failures_by_class"] == {"http_4xx": REPEATS}
     assert a["agent_metrics"]["mean/reward"] == pytest.approx(6 / 7)
     assert overview["a"]["manifests"][0]["manifest"]["fingerprint"]["num_repeats"] == REPEATS
 
@@ -46,11 +46,11 @@ def test_rows_api_filters_and_sorts(viewer: str) -> None:
     assert [(r["task"], r["reward"]) for r in zero["rows"]] == [(TOKYO, 0.0)] * REPEATS and zero["total"] == REPEATS
     zero_b = get(f"{viewer}/api/rows", run="b", reward_max="0").json()
     assert {r["task"] for r in zero_b["rows"]} == {CAIRO}
-    failed = get(f"{viewer}/api/rows", failure="http_5xx").json()["rows"]
-    assert {(r["task"], r["failure_class"], r["reward"]) for r in failed} == {(ATLANTIS, "http_5xx", None)}
+    failed = get(f"{viewer}/api/rows", failure="http_4xx").json()["rows"]
+    assert {(r["task"], r["failure_class"], r["reward"]) for r in failed} == {(ATLANTIS, "http_4xx", None)}
     assert [r["task"] for r in get(f"{viewer}/api/rows", q="oslo").json()["rows"]] == [7] * REPEATS
     by_reward = get(f"{viewer}/api/rows", sort="reward", order="asc").json()["rows"]
-    assert by_reward[0]["reward"] == 0.0 and by_reward[-1]["failure_class"] == "http_5xx"
+    assert by_reward[0]["reward"] == 0.0 and by_reward[-1]["failure_class"] == "http_4xx"
     assert all(r["tool_calls"] == 1 and r["output_tokens"] > 0 for r in by_reward if r["reward"] is not None)
     page = get(f"{viewer}/rows", run="a", reward_max="0")
     assert page.status_code == 200 and page.text.count('class="open"') == REPEATS
@@ -65,7 +65,7 @@ def test_transcript_shows_tool_call_arguments_result_and_reasoning(viewer: str) 
     assert kinds == ["message", "message", "reasoning", "tool_call", "tool_result", "message"]
     assert data["fields"]["reward"] == 0.0 and data["usage"]["output_tokens"] > 0
     failure = get(f"{viewer}/api/rollout/a/{ATLANTIS}/1").json()
-    assert failure["failed"] and failure["fields"]["failure_class"] == "http_5xx" and not failure["items"]
+    assert failure["failed"] and failure["fields"]["failure_class"] == "http_4xx" and not failure["items"]
 
 
 def test_task_and_compare_views(viewer: str) -> None:
