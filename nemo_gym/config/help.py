@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
+from pydantic.fields import PydanticUndefined
 
 from nemo_gym.config.typed import type_name
 

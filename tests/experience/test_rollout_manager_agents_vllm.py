@@ -14,7 +14,7 @@ from nemo_gym.experience.message_log import flat_token_ids
 from nemo_gym.experience.rollout_manager import RolloutManager
 from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
 from tests.helpers.model import MODEL_DIR
-from tests.helpers.stack import REPO_ROOT, Stack, running_stack
+from tests.helpers.stack import REPO_ROOT, Stack, environment_config, running_stack
 
 TOKENIZER = AutoTokenizer.from_pretrained(MODEL_DIR)
 DATA = REPO_ROOT / "nemo_gym" / "resources_servers"
@@ -53,7 +53,8 @@ class RecordingHelper(RolloutCollectionHelper):
 
 @pytest.fixture(scope="module")
 def stack(vllm_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    configs = ",".join(f"{REPO_ROOT}/configs/{name}.yaml" for name in ("math", "number_guess", "vllm_model"))
+    configs = ",".join([str(environment_config("math")), str(environment_config("number_guess")),
+                        f"{REPO_ROOT}/configs/vllm_model.yaml"])
     model = [f"+policy_base_url={vllm_server.base_url}", "+policy_api_key=EMPTY",
              f"+policy_model_name={vllm_server.model}"]
     with running_stack([f"+config_paths=[{configs}]", *model], cwd=tmp_path_factory.mktemp("agents")) as running:

@@ -2,7 +2,8 @@
 
     python -m nemo_gym.resources_servers.math.generate_arithmetic --n 100 --seed 0 --digits 2 --out data/arith.jsonl
 
-The same seed always gives the same rows. The shipped example uses 1-digit sums: the bundled 135M model solves
+The same seed always gives the same rows. Each row carries its position as `id`, so a sum drawn twice stays two
+tasks (identical lines are one task, as in NeMo Gym). The shipped example uses 1-digit sums: the bundled 135M model solves
 about 3 in 4 of those but almost none of the 2-digit ones, and an end-to-end check wants a mix of 0 and 1 rewards.
 """
 
@@ -22,7 +23,7 @@ def generate_rows(n: int, seed: int, digits: int = 1) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     low, high = (0 if digits == 1 else 10 ** (digits - 1)), 10**digits - 1
     rows = []
-    for _ in range(n):
+    for i in range(n):
         a, b = rng.randint(low, high), rng.randint(low, high)
         rows.append(
             {
@@ -32,6 +33,7 @@ def generate_rows(n: int, seed: int, digits: int = 1) -> list[dict[str, Any]]:
                     "max_output_tokens": MAX_OUTPUT_TOKENS,
                 },
                 "expected_answer": str(a + b),
+                "id": i,
             }
         )
     return rows

@@ -16,7 +16,8 @@ from tests.helpers.stack import REPO_ROOT
 
 def _run(program: str) -> ExecutionResult:
     async def go() -> ExecutionResult:
-        executor = Executor(SandboxLimits(timeout_s=10, memory_mb=512, max_processes=16), default_bwrap_path(),
+        # 60 s: walking the whole visible filesystem (a venv holding vLLM and torch) is slow on a loaded machine.
+        executor = Executor(SandboxLimits(timeout_s=60, memory_mb=512, max_processes=16), default_bwrap_path(),
                             max_concurrent=1, uid_base=DEFAULT_SANDBOX_UID_BASE)
         result, _ = await executor.run(program)
         return result

@@ -41,7 +41,8 @@ PROGRAMS = {
 
 
 async def main():
-    executor = Executor(SandboxLimits(timeout_s=3, memory_mb=512, max_processes=16), default_bwrap_path(), 2, 0)
+    # 20 s: enough for the filesystem walk on a loaded machine; the endless loop still ends as a timeout.
+    executor = Executor(SandboxLimits(timeout_s=20, memory_mb=512, max_processes=16), default_bwrap_path(), 2, 0)
     for name, program in PROGRAMS.items():
         result, _ = await executor.run(program)
         print(json.dumps([name, result.outcome, result.sandboxed, result.output_tail.strip()]))
