@@ -1,7 +1,6 @@
 """The bundled test model, and a real vLLM serving it (what the `vllm_server` fixture of conftest.py hands to tests)."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
+from tests.helpers.processes import stop_process_group
 from tests.helpers.stack import REPO_ROOT
 
 MODEL_DIR = Path(os.environ.get("NEMO_GYM_TEST_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct"))
@@ -66,14 +66,7 @@ def vllm_process(port: int, log_path: Path, timeout_s: float = 600) -> Iterator[
             time.sleep(1)
         yield VLLMServer(base_url, MODEL_NAME, time.monotonic() - started, popen.pid)
     finally:
-        try:
-            os.killpg(popen.pid, signal.SIGTERM)
-            popen.wait(timeout=30)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(popen.pid, signal.SIGKILL)
-            popen.wait(timeout=30)
+        stop_process_group(popen, grace_s=30)
         log.close()
 
 

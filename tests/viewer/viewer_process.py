@@ -2,7 +2,6 @@
 test ends."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from typing import Iterator
 
 import httpx
 
+from tests.helpers.processes import stop_process_group
 from tests.helpers.stack import REPO_ROOT, free_port
 
 
@@ -46,11 +46,4 @@ def running_viewer(args: list[str], cwd: Path, timeout_s: float = 120) -> Iterat
                 time.sleep(0.1)
             yield url
         finally:
-            try:
-                os.killpg(popen.pid, signal.SIGTERM)
-                popen.wait(timeout=15)
-            except ProcessLookupError:
-                pass
-            except subprocess.TimeoutExpired:
-                os.killpg(popen.pid, signal.SIGKILL)
-                popen.wait()
+            stop_process_group(popen, grace_s=15)
