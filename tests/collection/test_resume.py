@@ -35,17 +35,19 @@ def test_kill_9_at_random_points_then_resume_gives_every_key_once(
     kills = 0
     lines_at_kill = []
     for attempt in range(6):
-        size_before = out.stat().st_size if out.exists() else 0
+        lines_before = out.read_bytes().count(b"\n") if out.exists() else 0
         proc = subprocess.Popen(cli("collect", _args(collection_stack, tmp_path, "+resume_from_cache=true")),
                                 cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if attempt % 2:
             time.sleep(rng.uniform(0.1, 1.0))  # most likely during start-up: config, validation, resume scan
         else:
-            # Mid-run, however long a loaded machine takes to start: once this run has written rollouts.
-            deadline = time.monotonic() + 60
+            # Mid-run, however long a loaded machine takes to start: once this run has committed a rollout.
+            deadline = time.monotonic() + 120
             while proc.poll() is None and time.monotonic() < deadline and (
-                    not out.exists() or out.stat().st_size <= size_before):
+                    not out.exists() or out.read_bytes().count(b"\n") <= lines_before):
                 time.sleep(0.02)
+            assert out.exists() and out.read_bytes().count(b"\n") > lines_before, \
+                f"run {attempt} committed no rollout within 120 s"
             time.sleep(rng.uniform(0.0, 0.4))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
