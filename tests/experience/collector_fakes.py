@@ -132,6 +132,16 @@ def train_until_exhausted(collector: AsyncTrajectoryCollector, buffer: ReplayBuf
         step += 1
 
 
+def wait_for(predicate: Any, timeout_s: float) -> bool:
+    """Whether `predicate()` became true within `timeout_s` (polled; the timeout only bounds a failing test)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def collector_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "AsyncTrajectoryCollector"]
 

@@ -24,6 +24,7 @@ from tests.experience.collector_fakes import (
     no_thread_leak,
     running_collector,
     train_step,
+    wait_for,
 )
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures(no_thread_leak.__name__)]
@@ -42,8 +43,7 @@ def test_shutdown_cancels_running_groups_and_a_waiting_trainer_gets_a_shutdown_e
 
         waiting = threading.Thread(target=trainer)
         waiting.start()
-        time.sleep(0.1)
-        assert collector.get_metrics()["groups_in_flight"] == 8
+        assert wait_for(lambda: collector.get_metrics()["groups_in_flight"] == 8, 20), collector.get_metrics()
         collector.shutdown()
         waiting.join(5)
         assert not waiting.is_alive() and len(errors) == 1
@@ -97,9 +97,10 @@ def test_columnar_batched_data_dict_batches_are_collected() -> None:
 
 @pytest.mark.parametrize("in_flight", [False, True])
 def test_refit_waits_for_running_generations_unless_weights_update_in_flight(in_flight: bool) -> None:
-    with running_collector(ScriptedRolloutManager(delay_s=0.2), 40, in_flight_weight_updates=in_flight) as (
-            collector, buffer):
-        time.sleep(0.05)
+    # With in-flight updates the groups outlast the test (shutdown cancels them), so "still running" is certain.
+    manager = ScriptedRolloutManager(delay_s=60 if in_flight else 0.2)
+    with running_collector(manager, 40, in_flight_weight_updates=in_flight) as (collector, buffer):
+        assert wait_for(lambda: collector.get_metrics()["groups_in_flight"] > 0, 20)
         collector.prepare_for_refit(timeout_s=5)
         running = collector.get_metrics()["groups_in_flight"]
         assert (running > 0) if in_flight else (running == 0)

@@ -20,7 +20,7 @@ from nemo_gym.experience.replay_buffer import ReplayBuffer
 from nemo_gym.experience.rollout_manager import RolloutManager
 from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
 from tests.helpers.model import MODEL_DIR
-from tests.experience.collector_fakes import train_step
+from tests.experience.collector_fakes import train_step, wait_for
 from tests.helpers.stack import REPO_ROOT, environment_config, running_stack
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
@@ -108,6 +108,5 @@ def test_agent_rollouts_through_the_collector(vllm_server, tmp_path: Path) -> No
         collector = AsyncTrajectoryCollector(None, TOKENIZER, {}, _config(True), buffer, rollout_manager=manager)
         trained = _drive(collector, buffer, _datums("math"))
         assert len(set(trained)) == PROMPTS * VERSIONS
-        time.sleep(0.5)
-        assert set(threading.enumerate()) - threads == set()
-        assert _children() - children == set()
+        assert wait_for(lambda: not set(threading.enumerate()) - threads and not _children() - children, 10), \
+            (set(threading.enumerate()) - threads, _children() - children)

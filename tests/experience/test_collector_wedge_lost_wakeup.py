@@ -6,18 +6,15 @@ import time
 
 import pytest
 
-from tests.experience.collector_fakes import ScriptedRolloutManager, no_thread_leak, running_collector, train_step
+from tests.experience.collector_fakes import (
+    ScriptedRolloutManager,
+    no_thread_leak,
+    running_collector,
+    train_step,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures(no_thread_leak.__name__)]
-
-
-def _wait_for(predicate, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_version_update_landing_between_the_limit_check_and_the_wait_is_not_lost() -> None:
@@ -35,10 +32,10 @@ def test_version_update_landing_between_the_limit_check_and_the_wait_is_not_lost
             return target
 
         collector._get_next_target_for_generation = plan_then_update_lands
-        assert _wait_for(lambda: buffer.count_by_target() == {0: 4, 1: 4, 2: 4}, 5)
+        assert wait_for(lambda: buffer.count_by_target() == {0: 4, 1: 4, 2: 4}, 5)
         buffer.sample_blocking(4, 0, 2, timeout_s=5)
         # Nobody else touches the collector now: only the injected update can get step 3 generated.
-        assert _wait_for(lambda: buffer.count_by_target().get(3) == 4, 5), buffer.count_by_target()
+        assert wait_for(lambda: buffer.count_by_target().get(3) == 4, 5), buffer.count_by_target()
         assert injected == [0]
 
 
@@ -67,6 +64,6 @@ def test_a_version_set_during_a_pause_is_used_by_the_groups_started_after_resume
         collector.set_weight_version(2)
         time.sleep(0.05)
         collector.resume()
-        assert _wait_for(lambda: buffer.count_by_target().get(3) == 2, 5)
+        assert wait_for(lambda: buffer.count_by_target().get(3) == 2, 5)
         assert {v for v, t in zip(buffer.get_debug_info()["trajectory_versions"],
                                   buffer.get_debug_info()["target_weight_versions"]) if t == 3} == {2}

@@ -2,7 +2,6 @@
 
 import asyncio
 import threading
-import time
 
 import pytest
 import torch
@@ -150,29 +149,28 @@ def test_calculate_rewards_keeps_batch_order_across_tasks() -> None:
 
 
 def test_slow_synchronous_environment_does_not_block_the_event_loop() -> None:
+    loop_ticked = threading.Event()
+
     class SlowEnvironment(CountdownEnvironment):
         def step(self, message_log_batch, metadata):
             assert threading.current_thread() is not threading.main_thread()
-            time.sleep(0.5)
+            # Returns only once the event loop has run 10 ticks meanwhile: a step run on the loop would wait in vain.
+            assert loop_ticked.wait(timeout=60), "the event loop did not run while the environment stepped"
             return super().step(message_log_batch, metadata)
 
-    async def main() -> int:
-        ticks = 0
-
+    async def main() -> None:
         async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.02)
-                ticks += 1
+            for _ in range(10):
+                await asyncio.sleep(0.01)
+            loop_ticked.set()
 
         task = asyncio.create_task(ticker())
         from nemo_gym.experience.rollouts import run_samples_concurrently
         await run_samples_concurrently(_policy(), countdown_samples(TEMPLATE, [1]), TOKENIZER,
                                        {"countdown": SlowEnvironment()}, max_seq_len=2048)
-        task.cancel()
-        return ticks
+        await task
 
-    assert asyncio.run(main()) >= 10
+    asyncio.run(main())
 
 
 def test_input_batch_is_not_modified() -> None:
