@@ -27,12 +27,9 @@ from nemo_gym.experience.interfaces import (
     PromptGroupRecord,
 )
 from nemo_gym.experience.rollout_metrics import batch_rollout_metrics
-from nemo_gym.experience.rollouts import (
-    UNLIMITED_TURNS,
-    aggregate_sample_metrics,
-    require_async_backend,
-    run_sample_multi_turn_rollout,
-)
+from nemo_gym.experience.backend_compat import require_async_backend
+from nemo_gym.experience.environments.calling import check_environment
+from nemo_gym.experience.rollouts import UNLIMITED_TURNS, aggregate_sample_metrics, run_sample_multi_turn_rollout
 from nemo_gym.protocol import RETURN_TOKENS_PARAM
 from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
 
@@ -62,17 +59,21 @@ class AsyncRolloutImpl:
 
     def __init__(self, tokenizer: TokenizerType, task_to_env: dict[str, EnvironmentInterface],
                  num_generations_per_prompt: int, max_seq_len: int, policy_generation: GenerationInterface,
-                 max_rollout_turns: int = UNLIMITED_TURNS, **kwargs: Any) -> None:
+                 max_rollout_turns: int = UNLIMITED_TURNS, greedy: bool = False,
+                 end_on_truncated_turn: bool = False, **kwargs: Any) -> None:
         if num_generations_per_prompt < 1:
             raise ValueError(f"num_generations_per_prompt must be at least 1, got {num_generations_per_prompt}")
         require_async_backend(policy_generation)
+        for task_name, env in task_to_env.items():
+            check_environment(task_name, env)
         self.tokenizer = tokenizer
         self.task_to_env = task_to_env
         self.num_generations_per_prompt = num_generations_per_prompt
         self.max_seq_len = max_seq_len
         self.policy_generation = policy_generation
         self.max_rollout_turns = max_rollout_turns or UNLIMITED_TURNS
-        self.greedy = bool(kwargs.get("greedy", False))
+        self.greedy = greedy
+        self.end_on_truncated_turn = end_on_truncated_turn
 
     async def run_rollout(self, input_sample: DatumSpec) -> PromptGroupRecord:
         """Run `num_generations_per_prompt` rollouts of one prompt; PromptGroupError if any of them fails."""
@@ -96,7 +97,7 @@ class AsyncRolloutImpl:
         """One multi-turn rollout of generation `traj_idx`."""
         final, metrics = await run_sample_multi_turn_rollout(
             traj_idx, input_sample, self.policy_generation, self.tokenizer, self.task_to_env, self.max_seq_len,
-            self.max_rollout_turns, self.greedy)
+            self.max_rollout_turns, self.greedy, end_on_truncated_turn=self.end_on_truncated_turn)
         completion = Completion(
             message_log=final["message_log"],
             env_extras=final.get("extra_env_info"),
