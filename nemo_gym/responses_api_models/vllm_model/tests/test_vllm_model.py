@@ -206,7 +206,8 @@ def test_openai_model_passes_responses_through(stubs, tmp_path: Path) -> None:
             "+policy_api_key=sk-openai-secret-9", "+policy_model_name=gpt-test"]
     with running_stack(args, tmp_path) as stack:
         item = {"type": "message", "role": "assistant", "content": "a", "generation_token_ids": [1]}
-        body = {"input": [item], "temperature": 0.1, protocol.RETURN_TOKENS_PARAM: True}
+        body = {"input": [item], "temperature": 0.1, protocol.RETURN_TOKENS_PARAM: True,
+                protocol.MAX_TURNS_PARAM: 3, protocol.MAX_SEQ_LEN_PARAM: 512}  # ours: OpenAI would reject them
         reply = post(stack.url("policy_model"), body)
         logs = "".join(p.read_text() for p in (tmp_path / "ng_logs").rglob("*.log"))
     assert reply.status_code == 200 and reply.json()["model"] == "gpt-test"
