@@ -16,6 +16,8 @@ from typing import Any, Optional
 
 from nemo_gym.experience.agent_params import agent_request_params
 from nemo_gym.experience.agent_results import result_to_completion
+from nemo_gym.experience.backend_compat import require_async_backend
+from nemo_gym.experience.environments.calling import check_environment
 from nemo_gym.experience.environments.interfaces import EnvironmentInterface
 from nemo_gym.experience.errors import ExperienceError, PromptGroupError
 from nemo_gym.experience.generation.interfaces import GenerationConfig, GenerationInterface
@@ -28,8 +30,6 @@ from nemo_gym.experience.interfaces import (
     PromptGroupRecord,
 )
 from nemo_gym.experience.rollout_metrics import batch_rollout_metrics
-from nemo_gym.experience.backend_compat import require_async_backend
-from nemo_gym.experience.environments.calling import check_environment
 from nemo_gym.experience.rollouts import UNLIMITED_TURNS, aggregate_sample_metrics, run_sample_multi_turn_rollout
 from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
 

@@ -26,9 +26,9 @@ from typing import Any, Coroutine, Optional, Sequence, TypeVar
 
 import torch
 
+from nemo_gym.experience.backend_compat import conform_outputs, pad_token_id_of, require_async_backend
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
 from nemo_gym.experience.chat_template import ChatTemplate
-from nemo_gym.experience.backend_compat import conform_outputs, pad_token_id_of, require_async_backend
 from nemo_gym.experience.environments.calling import check_environment, step_environment
 from nemo_gym.experience.environments.interfaces import EnvironmentInterface, EnvironmentReturn
 from nemo_gym.experience.errors import (
@@ -176,7 +176,8 @@ def _generation_input(message_logs: Sequence[LLMMessageLogType], stop_strings: S
 # ---- environments --------------------------------------------------------------------------------------------
 
 
-async def _step(env: EnvironmentInterface, task_name: str, logs: list, metadata: list) -> EnvironmentReturn:
+async def _step(env: Any, task_name: str, logs: list, metadata: list) -> EnvironmentReturn:
+    """One environment's step (ours, a coroutine or plain function, or a Ray actor handle: environments/calling.py)."""
     where = f"environment of task '{task_name}' ({type(env).__name__})"
     try:
         return await step_environment(env, logs, metadata, where)
