@@ -87,18 +87,19 @@ class LoopbackServer:
 
 class CountingProxy(LoopbackServer):
     """A LoopbackServer that forwards every request to a vLLM (`upstream_base_url`, .../v1) and returns its reply;
-    `requests` counts what went through and `exchanges` pairs each forwarded body with vLLM's decoded answer."""
+    `requests` counts what went through and `exchanges` pairs each forwarded body with vLLM's decoded answer.
+    Paths keep their place: /v1/... goes to vLLM's /v1/..., and root paths (/tokenize) to its root."""
 
     def __init__(self, upstream_base_url: str) -> None:
         super().__init__(self._forward)
-        self.upstream_base_url = upstream_base_url.rstrip("/")
+        self.upstream_root = upstream_base_url.rstrip("/").removesuffix("/v1")
         self._client: Optional[aiohttp.ClientSession] = None
         self.exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = []
 
     async def _forward(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
         if self._client is None:  # created on the proxy's own loop
             self._client = aiohttp.ClientSession(trust_env=False)
-        async with self._client.post(self.upstream_base_url + path.removeprefix("/v1"), json=body) as response:
+        async with self._client.post(self.upstream_root + path, json=body) as response:
             status, content = response.status, await response.read()
         self.exchanges.append((body, orjson.loads(content)))
         return status, content
