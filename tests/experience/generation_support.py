@@ -56,7 +56,8 @@ class LoopbackServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = orjson.loads(await request.read() or b"{}")
-        self.requests.append({"path": request.path, "headers": dict(request.headers), "body": body})
+        self.requests.append({"path": request.path, "query": dict(request.query), "headers": dict(request.headers),
+                              "body": body})
         status, reply = await self.handler(request.path, body)
         return web.Response(status=status, body=reply, content_type="application/json")
 

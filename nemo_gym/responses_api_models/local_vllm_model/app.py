@@ -95,9 +95,7 @@ class LocalVLLMModelServer(VLLMModelServer):
             *self.settings.vllm_args,
         ]
 
-    async def startup(self) -> None:
-        port = free_port()
-        self.base_urls = [f"http://127.0.0.1:{port}/v1"]
+    def vllm_env(self) -> dict[str, str]:
         env = dict(os.environ)
         if self.settings.cpu_kvcache_space_gib is not None:
             env["VLLM_CPU_KVCACHE_SPACE"] = f"{self.settings.cpu_kvcache_space_gib:g}"
@@ -106,6 +104,12 @@ class LocalVLLMModelServer(VLLMModelServer):
         env.pop("VLLM_SERVER_DEV_MODE", None)
         if self.settings.enable_weight_updates:
             env["VLLM_SERVER_DEV_MODE"] = "1"
+        return env
+
+    async def startup(self) -> None:
+        port = free_port()
+        self.base_urls = [f"http://127.0.0.1:{port}/v1"]
+        env = self.vllm_env()
         command = self.vllm_command(port)
         logger.info("starting vLLM: %s", " ".join(command))
         self._vllm = subprocess.Popen(
