@@ -20,37 +20,11 @@ from nemo_gym.experience.generation.interfaces import implements
 from nemo_gym.experience.replay_buffer import ReplayBuffer
 from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
 from tests.experience.collector_fakes import ScriptedRolloutManager, master_config
-from tests.experience.generation_support import LoopbackServer, make_batch
+from tests.experience.generation_support import FakeVllm, LoopbackServer, make_batch
 from tests.experience.scripted import ScriptedGeneration
 
 CONFIG = {"model_name": "m", "max_new_tokens": 4, "max_seq_len": 32, "pad_token_id": 0}
 UPDATE_CALLS = ["/pause", "/collective_rpc", "/update_weight_version", "/reset_prefix_cache", "/resume", "/weight_info"]
-
-
-class FakeVllm:
-    """A stub vLLM's dev endpoints: remembers the version label; `fail` maps a path to (status, body) to answer
-    instead, `hang` is a path that never answers."""
-
-    def __init__(self, fail: dict[str, tuple[int, Any]] | None = None, hang: str | None = None,
-                 reported: str | None = None) -> None:
-        self.label = "default"
-        self.fail = fail or {}
-        self.hang = hang
-        self.reported = reported
-
-    async def __call__(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
-        if path == self.hang:
-            await asyncio.sleep(60)
-        if path in self.fail:
-            status, reply = self.fail[path]
-            return status, orjson.dumps(reply)
-        if path == "/update_weight_version":
-            self.label = body["new_version"]
-        if path == "/weight_info":
-            return 200, orjson.dumps({"weight_version": self.reported or self.label})
-        if path == "/reset_prefix_cache":
-            return 200, orjson.dumps({"success": True})
-        return 200, orjson.dumps({"status": "ok"})
 
 
 @pytest.fixture
