@@ -36,13 +36,13 @@ from nemo_gym.experience.generation.samples import (
     require_config,
     sample_requests,
 )
-from nemo_gym.experience.generation.vllm_refit import reload_replica, reset_replica_kv, server_root
+from nemo_gym.experience.generation.vllm_refit import CONTROL_TIMEOUT_S, reload_replica, reset_replica_kv, server_root
 from nemo_gym.experience.generation.weight_versions import WeightVersionLog
 from nemo_gym.experience.generation.weights import check_weights_dir
 from nemo_gym.http_client import HttpClient, RequestFailed
 
-# Beyond an update's own timeout: the /resume and version check that follow it (vllm_refit's control timeout).
-_AFTER_LOAD_S = 70.0
+# Beyond an update's own timeout: the /resume and the version check that follow it, and some slack.
+_AFTER_LOAD_S = 2 * CONTROL_TIMEOUT_S + 10.0
 
 
 def _base_url_list(base_urls: str | Sequence[str]) -> list[str]:

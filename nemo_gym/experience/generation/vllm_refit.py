@@ -18,7 +18,7 @@ from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed
 
 # /resume and the version check after a load: quick calls, bounded on their own so that a replica is resumed even
 # when the load used up the update's timeout.
-_CONTROL_TIMEOUT_S = 30.0
+CONTROL_TIMEOUT_S = 30.0
 DEV_MODE_HINT = "start vLLM with VLLM_SERVER_DEV_MODE=1 (local_vllm_model: enable_weight_updates: true)"
 
 
@@ -42,8 +42,10 @@ async def _call(http: HttpClient, root: str, path: str, body: Any, timeout_s: fl
 async def reload_replica(http: HttpClient, root: str, weights_path: str, version: int, timeout_s: float,
                          headers: dict[str, str]) -> Optional[str]:
     """Pause `root` (keep), load `weights_path`, label it `version`, resume; None once it reports `version`, else
-    why not. The pause, load and label take at most `timeout_s`; /resume is sent even when they failed."""
+    why not. The pause, load and label take at most `timeout_s`; /resume is sent even when they failed, unless the
+    server refused the pause itself (then nothing was paused)."""
     failure: Optional[str] = None
+    refused_pause = False
     step = "pause"
     try:
         async with asyncio.timeout(timeout_s):
@@ -60,23 +62,26 @@ async def reload_replica(http: HttpClient, root: str, weights_path: str, version
             await _call(http, root, "/reset_prefix_cache", {}, timeout_s, headers)
     except (RequestFailed, TimeoutError) as exc:
         failure = _why(step, exc)
+        refused_pause = step == "pause" and isinstance(exc, RequestFailed) and exc.failure_class == "http_4xx"
     except asyncio.CancelledError:  # the caller gave up (e.g. Ctrl-C): still try not to leave the replica paused
         try:
-            async with asyncio.timeout(_CONTROL_TIMEOUT_S):
-                await _call(http, root, "/resume", {}, _CONTROL_TIMEOUT_S, headers)
+            async with asyncio.timeout(CONTROL_TIMEOUT_S):
+                await _call(http, root, "/resume", {}, CONTROL_TIMEOUT_S, headers)
         except (RequestFailed, TimeoutError):
             pass
         raise
+    if refused_pause:
+        return failure
     try:
-        async with asyncio.timeout(_CONTROL_TIMEOUT_S):
-            await _call(http, root, "/resume", {}, _CONTROL_TIMEOUT_S, headers)
+        async with asyncio.timeout(CONTROL_TIMEOUT_S):
+            await _call(http, root, "/resume", {}, CONTROL_TIMEOUT_S, headers)
     except (RequestFailed, TimeoutError) as exc:
         return "; ".join(filter(None, [failure, f"{_why('resume', exc)} (generation may stay paused)"]))
     if failure is not None:
         return failure
     try:
-        async with asyncio.timeout(_CONTROL_TIMEOUT_S):
-            reported = (await _call(http, root, "/weight_info", None, _CONTROL_TIMEOUT_S, headers))["weight_version"]
+        async with asyncio.timeout(CONTROL_TIMEOUT_S):
+            reported = (await _call(http, root, "/weight_info", None, CONTROL_TIMEOUT_S, headers))["weight_version"]
     except (RequestFailed, TimeoutError) as exc:
         return _why("weight_info", exc)
     except (KeyError, TypeError) as exc:
