@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers.model import MODEL_NAME, VLLMServer, has_cuda, vllm_process
 from tests.helpers.requirements import REQUIRE_ALL_VAR, require_all
-from tests.helpers.stack import REPO_ROOT, free_port
+from tests.helpers.stack import REPO_ROOT
 
 
 @pytest.fixture(scope="session")
@@ -22,7 +22,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
     if external:
         yield VLLMServer(external.rstrip("/"), MODEL_NAME, 0.0)
         return
-    with vllm_process(free_port(), tmp_path_factory.mktemp("vllm") / "vllm.log") as server:
+    with vllm_process(None, tmp_path_factory.mktemp("vllm") / "vllm.log") as server:
         (REPO_ROOT / ".vllm_cold_start_s").write_text(f"{server.cold_start_s:.1f}\n")
         yield server
 
@@ -39,7 +39,7 @@ def vllm_weights_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VL
     if external:
         yield VLLMServer(external.rstrip("/"), MODEL_NAME, 0.0)
         return
-    with vllm_process(free_port(), tmp_path_factory.mktemp("vllm_weights") / "vllm.log",
+    with vllm_process(None, tmp_path_factory.mktemp("vllm_weights") / "vllm.log",
                       enable_weight_updates=True) as server:
         yield server
 

@@ -159,9 +159,11 @@ def test_a_generation_in_flight_when_weights_change_reports_both_versions_and_fo
         assert out["weight_versions"] == [(0, 1)]
         # Tokens before the update are the old weights' greedy ones; from the first that differs (in id or
         # log-prob) on, they are what the new weights choose after that prefix.
-        switch = next(i for i in range(len(ids)) if ids[i] != old_ids[i] or abs(lps[i] - old_lps[i]) > 1e-3)
-        assert 4 <= switch < len(ids)
-        assert max_difference(lps[:switch], old_lps[:switch]) <= 1e-5
+        # (A token generated after the update may still match the old one within 1e-3: the switch is the first
+        # token whose log-prob moved at all; the continuation check below proves every later one is the new weights'.)
+        switch = next((i for i in range(len(ids)) if ids[i] != old_ids[i] or abs(lps[i] - old_lps[i]) > 1e-5),
+                      len(ids))
+        assert 4 <= switch < len(ids), "the in-flight generation never moved to the new weights"
         prefix = make_batch([data["input_ids"][0].tolist() + ids[:switch]], TOKENIZER.pad_token_id)
         new_ids, new_lps = generated_part(backend.generate(prefix, greedy=True), prefix, 0)
         assert new_ids[:len(ids) - switch] == ids[switch:]

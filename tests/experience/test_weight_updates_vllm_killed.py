@@ -19,7 +19,6 @@ from nemo_gym.experience.generation import VllmHttpGeneration
 from nemo_gym.experience.generation.weights import write_weights
 from tests.experience.generation_support import chat_prompt, make_batch
 from tests.helpers.model import MODEL_DIR, vllm_process
-from tests.helpers.stack import free_port
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
@@ -81,9 +80,8 @@ class KillingProxy:
 def test_vllm_killed_mid_update_is_a_typed_error_in_bounded_time(tmp_path: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(MODEL_DIR)
     folder = write_weights(AutoModelForCausalLM.from_pretrained(MODEL_DIR), tmp_path / "v1")
-    port = free_port()
-    with vllm_process(port, tmp_path / "vllm.log", enable_weight_updates=True) as server, \
-            KillingProxy(port, server.pid, trigger=b"POST /collective_rpc") as proxy:
+    with vllm_process(None, tmp_path / "vllm.log", enable_weight_updates=True) as server, \
+            KillingProxy(server.port, server.pid, trigger=b"POST /collective_rpc") as proxy:
         config = {"model_name": server.model, "max_new_tokens": 4, "max_seq_len": 2048,
                   "pad_token_id": tokenizer.pad_token_id}
         with VllmHttpGeneration(config, proxy.base_url, weight_update_timeout_s=120) as backend:

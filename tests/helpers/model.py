@@ -6,14 +6,14 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 import httpx
 import pytest
 
 from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
 from tests.helpers.processes import stop_process_group
-from tests.helpers.stack import REPO_ROOT
+from tests.helpers.stack import REPO_ROOT, free_port
 
 MODEL_DIR = Path(os.environ.get("NEMO_GYM_TEST_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct"))
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -29,51 +29,74 @@ class VLLMServer:
         self.model = model
         self.cold_start_s = cold_start_s
         self.pid = pid  # None for a vLLM this session did not start
+        self.port = int(base_url.rsplit(":", 1)[1].split("/", 1)[0])
 
 
-@contextmanager
-def vllm_process(port: int, log_path: Path, timeout_s: float = 600,
-                 enable_weight_updates: bool = False) -> Iterator[VLLMServer]:
-    """Start a real vLLM (CPU build) serving the bundled model on `port`; yield once it answers; stop it after.
+BIND_ATTEMPTS = 3
 
-    The process leads its own session, so `os.killpg(server.pid, ...)` reaches its workers too.
-    `enable_weight_updates` turns on vLLM's dev-mode endpoints (VLLM_SERVER_DEV_MODE=1), which
-    VllmHttpGeneration.update_weights uses; the server binds 127.0.0.1 either way.
-    """
-    if not (MODEL_DIR / "config.json").is_file():
-        pytest.fail(f"model not prepared at {MODEL_DIR}: run `bash scripts/setup.sh`")
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(MODEL_DIR), "--served-model-name", MODEL_NAME,
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", default_vllm_dtype(), "--max-model-len", "2048",
-        # Eager mode halves the CPU cold start at about the same generation speed.
-        "--enforce-eager",
-        "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
-    ]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"}
-    env.pop("VLLM_SERVER_DEV_MODE", None)
-    if enable_weight_updates:
-        env["VLLM_SERVER_DEV_MODE"] = "1"
+
+def _start(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float) -> tuple[subprocess.Popen, str]:
+    """Start vLLM and wait until it answers; returns (process, "") or (exited process, the log since its start)."""
+    with open(log_path, "ab") as log:
+        offset = log.tell()
+        popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base_url = f"http://127.0.0.1:{cmd[cmd.index('--port') + 1]}/v1"
     started = time.monotonic()
-    log = open(log_path, "ab")
-    popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    base_url = f"http://127.0.0.1:{port}/v1"
     try:
-        while True:
-            if popen.poll() is not None:
-                pytest.fail(f"vLLM exited with {popen.returncode}:\n{log_path.read_text()[-4000:]}")
+        while popen.poll() is None:
             try:
                 if httpx.get(f"{base_url}/models", timeout=2, trust_env=False).status_code == 200:
-                    break
+                    return popen, ""
             except httpx.TransportError:
                 pass
             if time.monotonic() - started > timeout_s:
                 pytest.fail(f"vLLM not up after {timeout_s:.0f} s:\n{log_path.read_text()[-4000:]}")
             time.sleep(1)
-        yield VLLMServer(base_url, MODEL_NAME, time.monotonic() - started, popen.pid)
+    except BaseException:
+        stop_process_group(popen, grace_s=30)
+        raise
+    with open(log_path, "rb") as log:
+        log.seek(offset)
+        return popen, log.read().decode(errors="replace")
+
+
+@contextmanager
+def vllm_process(port: Optional[int], log_path: Path, timeout_s: float = 600,
+                 enable_weight_updates: bool = False) -> Iterator[VLLMServer]:
+    """Start a real vLLM (CPU build) serving the bundled model on `port`; yield once it answers; stop it after.
+
+    With `port` None a free port is chosen, and chosen again when another process takes it before vLLM binds it
+    (a free port is only free until someone binds it). The process leads its own session, so
+    `os.killpg(server.pid, ...)` reaches its workers too. `enable_weight_updates` turns on vLLM's dev-mode endpoints
+    (VLLM_SERVER_DEV_MODE=1), which VllmHttpGeneration.update_weights uses; the server binds 127.0.0.1 either way.
+    """
+    if not (MODEL_DIR / "config.json").is_file():
+        pytest.fail(f"model not prepared at {MODEL_DIR}: run `bash scripts/setup.sh`")
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"}
+    env.pop("VLLM_SERVER_DEV_MODE", None)
+    if enable_weight_updates:
+        env["VLLM_SERVER_DEV_MODE"] = "1"
+    started = time.monotonic()
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        chosen = port or free_port()
+        cmd = [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(MODEL_DIR), "--served-model-name", MODEL_NAME,
+            "--host", "127.0.0.1", "--port", str(chosen), "--dtype", default_vllm_dtype(), "--max-model-len", "2048",
+            # Eager mode halves the CPU cold start at about the same generation speed.
+            "--enforce-eager",
+            "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
+        ]
+        popen, exit_log = _start(cmd, env, log_path, timeout_s)
+        if not exit_log:
+            break
+        if port is None and "Address already in use" in exit_log and attempt < BIND_ATTEMPTS:
+            continue
+        pytest.fail(f"vLLM exited with {popen.returncode}:\n{exit_log[-4000:]}")
+    try:
+        yield VLLMServer(f"http://127.0.0.1:{chosen}/v1", MODEL_NAME, time.monotonic() - started, popen.pid)
     finally:
         stop_process_group(popen, grace_s=30)
-        log.close()
 
 
 def has_cuda() -> bool:
