@@ -232,6 +232,7 @@ def run(config: GRPOConfig) -> RunResult:
     try:
         with _running(config, tokenizer) as running:
             # Version 0 is the trainer's starting weights, whatever the vLLM served before (e.g. an earlier run's).
+            shutil.rmtree(config.out_dir / "weights", ignore_errors=True)
             push_weights(model, running.policy, config.out_dir / "weights", 0)
             rollouts = Rollouts(config, tokenizer, running.policy, running.envs, running.head_url)
             evaluation = rollouts.manager(1, greedy=True)
