@@ -7,8 +7,8 @@
 Each step: take the step's prompt groups from the replay buffer, compute group-normalized advantages and NeMo RL's
 clipped token-level loss on the completions' own token ids, step AdamW, write the weights, load them into vLLM,
 tell the collector the new weight version, carry on. Held-out rows (the last --eval-rows of the file, never
-trained on) are scored greedily before and after. Per step: OUT/steps.csv and W&B (offline unless WANDB_MODE is
-set); OUT/summary.json at the end.
+trained on) are scored before and after, greedily and sampled. Per step: OUT/steps.csv and W&B (offline unless
+WANDB_MODE is set); OUT/summary.json at the end.
 """
 
 import argparse
@@ -56,7 +56,8 @@ class GRPOConfig:
     task: str = "math"  # "math" or "number_guess"
     use_nemo_gym: bool = False  # roll out through the agent servers instead of in this process
     rows: Optional[Path] = None  # NeMo Gym JSONL rows (default: the task's shipped example)
-    eval_rows: int = 8  # the last rows of the file: held out, scored greedily before and after
+    eval_rows: int = 8  # the last rows of the file: held out, scored before and after
+    eval_samples: int = 4  # sampled answers per held-out row (besides the greedy one)
     steps: int = 10
     prompts_per_step: int = 4
     generations_per_prompt: int = 8
@@ -80,8 +81,10 @@ class GRPOConfig:
 
 @dataclass
 class RunResult:
-    eval_before: float
-    eval_after: float
+    eval_before: float  # held-out mean reward, greedy
+    eval_sampled_before: float  # held-out mean reward at the training temperature, eval_samples per row
+    eval_after: float = float("nan")
+    eval_sampled_after: float = float("nan")
     records: list[StepRecord] = field(default_factory=list)
 
 
@@ -235,19 +238,25 @@ def run(config: GRPOConfig) -> RunResult:
             shutil.rmtree(config.out_dir / "weights", ignore_errors=True)
             push_weights(model, running.policy, config.out_dir / "weights", 0)
             rollouts = Rollouts(config, tokenizer, running.policy, running.envs, running.head_url)
-            evaluation = rollouts.manager(1, greedy=True)
-            result = RunResult(eval_before=mean_reward(evaluation, eval_datums), eval_after=float("nan"))
-            print(f"held-out greedy reward before: {result.eval_before:.3f}", flush=True)
+            greedy, sampled = rollouts.manager(1, greedy=True), rollouts.manager(config.eval_samples, greedy=False)
+            result = RunResult(mean_reward(greedy, eval_datums), mean_reward(sampled, eval_datums))
+            print(f"held-out reward before: greedy {result.eval_before:.3f}, "
+                  f"sampled {result.eval_sampled_before:.3f}", flush=True)
             log = StepLog(config.out_dir / "steps.csv", wandb)
             result.records = train(config, model, running.policy, rollouts, train_datums, log)
-            result.eval_after = mean_reward(evaluation, eval_datums)
-            print(f"held-out greedy reward after: {result.eval_after:.3f}", flush=True)
-            log.summary({"eval/reward_before": result.eval_before, "eval/reward_after": result.eval_after})
+            result.eval_after = mean_reward(greedy, eval_datums)
+            result.eval_sampled_after = mean_reward(sampled, eval_datums)
+            print(f"held-out reward after: greedy {result.eval_after:.3f}, "
+                  f"sampled {result.eval_sampled_after:.3f}", flush=True)
+            log.summary({"eval/greedy_reward_before": result.eval_before, "eval/greedy_reward_after": result.eval_after,
+                         "eval/sampled_reward_before": result.eval_sampled_before,
+                         "eval/sampled_reward_after": result.eval_sampled_after})
     finally:
         if wandb is not None:
             wandb.finish()
     (config.out_dir / "summary.json").write_text(json.dumps(
         {"config": _plain(asdict(config)), "eval_before": result.eval_before, "eval_after": result.eval_after,
+         "eval_sampled_before": result.eval_sampled_before, "eval_sampled_after": result.eval_sampled_after,
          "steps": [asdict(r) for r in result.records]}, indent=2) + "\n")
     return result
 
@@ -263,6 +272,7 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
     parser.add_argument("--agents", action="store_true", help="roll out through the agent servers (use_nemo_gym)")
     parser.add_argument("--rows", type=Path, help="NeMo Gym JSONL rows (default: the task's shipped example)")
     parser.add_argument("--eval-rows", type=int, default=defaults.eval_rows)
+    parser.add_argument("--eval-samples", type=int, default=defaults.eval_samples)
     parser.add_argument("--steps", type=int, default=defaults.steps)
     parser.add_argument("--prompts-per-step", type=int, default=defaults.prompts_per_step)
     parser.add_argument("--generations", type=int, default=defaults.generations_per_prompt)
@@ -280,6 +290,7 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
     parser.add_argument("--no-wandb", action="store_true")
     args = parser.parse_args(argv)
     return GRPOConfig(task=args.task, use_nemo_gym=args.agents, rows=args.rows, eval_rows=args.eval_rows,
+                      eval_samples=args.eval_samples,
                       steps=args.steps, prompts_per_step=args.prompts_per_step,
                       generations_per_prompt=args.generations, max_new_tokens=args.max_new_tokens,
                       max_turns=args.max_turns, temperature=args.temperature, learning_rate=args.lr,
@@ -289,4 +300,5 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
 
 if __name__ == "__main__":  # required: MathEnvironment's verifier processes re-import this module
     result = run(parse_args())
-    print(f"held-out greedy reward: {result.eval_before:.3f} -> {result.eval_after:.3f}")
+    print(f"held-out reward: greedy {result.eval_before:.3f} -> {result.eval_after:.3f}, "
+          f"sampled {result.eval_sampled_before:.3f} -> {result.eval_sampled_after:.3f}")

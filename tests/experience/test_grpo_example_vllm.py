@@ -51,7 +51,7 @@ def test_the_example_trainer_runs_two_steps_and_vllm_serves_its_weights(vllm_wei
     # 8 sampled answers per prompt, 2 prompts, 2 steps: the model is right about 1 time in 4 at temperature 1, so
     # some group has mixed rewards (a gradient) unless all 4 groups agree, which has odds of about 1 in 10^4.
     command = [sys.executable, "-m", "examples.grpo.train", "--task", "math", *path, "--vllm-url", url,
-               "--steps", str(STEPS), "--prompts-per-step", "2", "--generations", "8", "--eval-rows", "2",
+               "--steps", str(STEPS), "--prompts-per-step", "2", "--generations", "8", "--eval-rows", "2", "--eval-samples", "1",
                "--max-new-tokens", "16", "--lr", "1e-4", "--out", str(out)]
     try:
         result = subprocess.run(command, cwd=REPO_ROOT, env={**os.environ, "WANDB_MODE": "offline"},
