@@ -1,5 +1,6 @@
 """GRPO trainer math on hand-computed numbers: group advantages, the clipped token-level loss (clipping both ways,
-masking, global normalization), token_mult_prob_error, batch flattening and the trainer's log-probs."""
+masking, global normalization), token_mult_prob_error, batch flattening, the trainer's log-probs, and a step in
+micro-batches."""
 
 import math
 from types import SimpleNamespace
@@ -11,11 +12,12 @@ from nemo_gym.experience.errors import TokenAlignmentError
 from nemo_gym.experience.grpo import (
     clipped_pg_loss,
     group_advantages,
+    grpo_step,
     sequence_logprobs,
     token_mult_prob_error,
     training_batch,
 )
-from nemo_gym.experience.grpo.batch import flatten_completion
+from nemo_gym.experience.grpo.batch import TrainingBatch, flatten_completion
 from nemo_gym.experience.interfaces import Completion, PromptGroupRecord
 
 LOG = math.log
@@ -152,3 +154,37 @@ def test_sequence_logprobs_score_each_token_given_the_previous_ones_and_zero_the
     logprobs = sequence_logprobs(Bigram(), ids, torch.tensor([4, 2]))
     assert logprobs[0].tolist() == pytest.approx([0.0, LOG(0.25), LOG(0.8), LOG(0.1)], abs=1e-6)
     assert logprobs[1].tolist() == pytest.approx([0.0, LOG(0.2), 0.0, 0.0], abs=1e-6)
+
+
+class LearnableBigram(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Parameter(TABLE.clone())
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> SimpleNamespace:
+        return SimpleNamespace(logits=self.table[input_ids])
+
+
+def _bigram_batch() -> TrainingBatch:
+    def log(ids: list[int], generated: list[float]) -> list[dict]:
+        return [_message("user", ids[:1]), _message("assistant", ids[1:], generated)]
+
+    # generation log-probs = the table's own: the trainer and the "engine" agree exactly before the step
+    group = _group([1.0, 0.0, 0.0], [log([0, 1, 1], [LOG(0.25), LOG(0.8)]), log([2, 2], [LOG(0.6)]),
+                                     log([1, 0, 2, 2], [LOG(0.1), LOG(0.25), LOG(0.6)])])
+    return training_batch([group], pad_token_id=0)
+
+
+@pytest.mark.parametrize("micro_batch_size", [1, 2])
+def test_a_step_in_micro_batches_equals_one_step_on_the_whole_batch(micro_batch_size: int) -> None:
+    models, metrics = [], []
+    for size in (3, micro_batch_size):
+        model = LearnableBigram()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        metrics.append(grpo_step(model, optimizer, _bigram_batch(), size, max_grad_norm=None))
+        models.append(model)
+    assert torch.allclose(models[0].table, models[1].table, atol=1e-6)
+    assert not torch.allclose(models[0].table, TABLE)  # the step moved the policy
+    whole, micro = metrics
+    assert micro.loss == pytest.approx(whole.loss, abs=1e-6) and micro.generated_tokens == whole.generated_tokens == 6
+    assert whole.token_mult_prob_error == pytest.approx(1.0, abs=1e-6) and whole.probs_ratio == pytest.approx(1.0)

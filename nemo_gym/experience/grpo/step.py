@@ -50,7 +50,7 @@ def grpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: T
         result.loss.backward()
         with torch.no_grad():
             error_sum += float(masked_mean(torch.exp((logprobs - generation).abs() * mask), mask, tokens))
-        loss_sum += float(result.loss)
+        loss_sum += float(result.loss.detach())
         ratio_sum += result.probs_ratio
         clipped_sum += result.clipped_fraction
     parameters = [p for p in model.parameters() if p.grad is not None]
