@@ -93,9 +93,11 @@ def load_datums(config: GRPOConfig, tokenizer: Any) -> tuple[list[DatumSpec], li
     path = config.rows or DEFAULT_ROWS[config.task]
     template = ChatTemplate(tokenizer)
     datums = [datum_from_row(row, template, config.task, idx) for idx, (_, row) in enumerate(iter_records(path))]
-    if len(datums) <= config.eval_rows or len(datums) - config.eval_rows < config.prompts_per_step:
-        raise ValueError(f"{path}: {len(datums)} rows leave too few to train on after {config.eval_rows} held out")
-    return datums[:-config.eval_rows or None], datums[len(datums) - config.eval_rows:]
+    split = len(datums) - config.eval_rows
+    if config.eval_rows < 1 or split < config.prompts_per_step:
+        raise ValueError(f"{path}: {len(datums)} rows, {config.eval_rows} held out: need at least 1 held out and "
+                         f"{config.prompts_per_step} (a step's prompts) to train on")
+    return datums[:split], datums[split:]
 
 
 def trainable_model(path: Path) -> PreTrainedModel:
@@ -120,7 +122,8 @@ def mean_reward(manager: RolloutManager, datums: list[DatumSpec]) -> float:
 
 
 class Rollouts:
-    """Builds the rollout managers of a run: training (sampled, N per prompt) and evaluation (greedy, 1 each)."""
+    """Builds the rollout managers of a run (natively or through the agents): N sampled completions per prompt, or
+    one greedy one."""
 
     def __init__(self, config: GRPOConfig, tokenizer: Any, policy: VllmHttpGeneration, envs: dict[str, Any],
                  head_url: Optional[str]) -> None:
@@ -149,7 +152,6 @@ def collector_config(config: GRPOConfig) -> dict[str, Any]:
 
 def push_weights(model: PreTrainedModel, policy: VllmHttpGeneration, weights_root: Path, version: int) -> None:
     """Write version `version` and load it into every vLLM replica; only the newest folder is kept on disk."""
-    weights_root.mkdir(parents=True, exist_ok=True)
     folder = write_weights(model, weights_root / f"v{version}")
     policy.update_weights(folder, version)
     for old in weights_root.glob("v*"):
