@@ -64,7 +64,7 @@ def render(results: dict[str, Any], png: Path) -> None:
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(f"SmolLM2-135M, one-digit sums, {len(steps)} steps of {results['settings']['prompts_per_step']} "
                  f"prompts x {results['settings']['generations_per_prompt']}")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
