@@ -26,6 +26,7 @@ from nemo_gym.experience.interfaces import (
     LLMMessageLogType,
     PromptGroupRecord,
 )
+from nemo_gym.experience.message_log import generation_weight_versions
 from nemo_gym.experience.rollout_metrics import batch_rollout_metrics
 from nemo_gym.experience.rollouts import (
     UNLIMITED_TURNS,
@@ -102,6 +103,7 @@ class AsyncRolloutImpl:
             env_extras=final.get("extra_env_info"),
             truncated=bool(final["truncated"]),
             reward=float(final["total_reward"]),
+            generation_weight_versions=generation_weight_versions(final["message_log"]),
         )
         return completion, metrics
 

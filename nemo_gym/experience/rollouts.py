@@ -84,6 +84,8 @@ def _append_generations(
         }
         if include_logprobs:
             message["generation_logprobs"] = outputs["logprobs"][i, start:end].clone()
+        if "weight_versions" in outputs:
+            message["generation_weight_versions"] = tuple(outputs["weight_versions"][i])
         message_log.append(message)
         generated_ids.append(ids)
     lengths = outputs["generation_lengths"]

@@ -56,7 +56,8 @@ class LoopbackServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = orjson.loads(await request.read() or b"{}")
-        self.requests.append({"path": request.path, "headers": dict(request.headers), "body": body})
+        self.requests.append({"path": request.path, "query": dict(request.query), "headers": dict(request.headers),
+                              "body": body})
         status, reply = await self.handler(request.path, body)
         return web.Response(status=status, body=reply, content_type="application/json")
 
@@ -83,6 +84,32 @@ class LoopbackServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
+
+
+class FakeVllm:
+    """A stub vLLM's dev endpoints: remembers the version label; `fail` maps a path to (status, body) to answer
+    instead, `hang` is a path that never answers."""
+
+    def __init__(self, fail: dict[str, tuple[int, Any]] | None = None, hang: str | None = None,
+                 reported: str | None = None) -> None:
+        self.label = "default"
+        self.fail = fail or {}
+        self.hang = hang
+        self.reported = reported
+
+    async def __call__(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        if path == self.hang:
+            await asyncio.sleep(60)
+        if path in self.fail:
+            status, reply = self.fail[path]
+            return status, orjson.dumps(reply)
+        if path == "/update_weight_version":
+            self.label = body["new_version"]
+        if path == "/weight_info":
+            return 200, orjson.dumps({"weight_version": self.reported or self.label})
+        if path == "/reset_prefix_cache":
+            return 200, orjson.dumps({"success": True})
+        return 200, orjson.dumps({"status": "ok"})
 
 
 class CountingProxy(LoopbackServer):

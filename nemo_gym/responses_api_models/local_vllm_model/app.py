@@ -2,7 +2,8 @@
 
 Settings: `model_path`, `served_model_name` (default: the folder name), `max_model_len` (2048), `dtype`
 (default: bfloat16 where the CPU has native bf16 or there is a GPU, else float32; see dtype.py), `vllm_args` (extra command-line arguments, e.g. tool-call parser flags), `cpu_kvcache_space_gib`
-(sets VLLM_CPU_KVCACHE_SPACE; default 2 unless the environment sets it), plus every vllm_model setting except
+(sets VLLM_CPU_KVCACHE_SPACE; default 2 unless the environment sets it), `enable_weight_updates` (vLLM's dev-mode
+endpoints, which a trainer's VllmHttpGeneration.update_weights uses), plus every vllm_model setting except
 `base_url`. `/health` answers 503 until vLLM serves, so ng_run's `startup_timeout_s` must cover its cold start.
 vLLM's output goes to this server's log.
 """
@@ -16,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.config.typed import Text
@@ -29,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE_S = 8.0  # inside ng_run's own 10 s grace, so vLLM is stopped by us, not orphaned
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def _die_with_parent() -> None:
@@ -50,6 +52,24 @@ class LocalVLLMModelSettings(VLLMModelSettings):
     """More vLLM command-line arguments, e.g. [--enable-auto-tool-choice, --tool-call-parser, pythonic]."""
     cpu_kvcache_space_gib: float | None = Field(None, gt=0)
     """VLLM_CPU_KVCACHE_SPACE for the CPU build (default 2 unless the environment sets it)."""
+    enable_weight_updates: bool = False
+    """Start vLLM with VLLM_SERVER_DEV_MODE=1, for a trainer to push new weights; vLLM then binds only 127.0.0.1."""
+
+    @model_validator(mode="after")
+    def _weight_updates_stay_on_loopback(self) -> "LocalVLLMModelSettings":
+        # The dev-mode endpoints reload weights from any path and run worker methods: never off this machine.
+        hosts = _host_args(self.vllm_args)
+        if self.enable_weight_updates and any(host not in _LOOPBACK_HOSTS for host in hosts):
+            raise ValueError(f"'enable_weight_updates' opens vLLM's dev-mode endpoints, which must stay on 127.0.0.1; "
+                             f"'vllm_args' binds {hosts}")
+        return self
+
+
+def _host_args(args: list[str]) -> list[str]:
+    """The values of every --host in vLLM command-line arguments (`--host X` or `--host=X`)."""
+    hosts = [value.split("=", 1)[1] for value in args if value.startswith("--host=")]
+    hosts += [args[i + 1] for i, value in enumerate(args[:-1]) if value == "--host"]
+    return hosts
 
 
 class LocalVLLMModelServer(VLLMModelServer):
@@ -75,13 +95,21 @@ class LocalVLLMModelServer(VLLMModelServer):
             *self.settings.vllm_args,
         ]
 
-    async def startup(self) -> None:
-        port = free_port()
-        self.base_urls = [f"http://127.0.0.1:{port}/v1"]
+    def vllm_env(self) -> dict[str, str]:
         env = dict(os.environ)
         if self.settings.cpu_kvcache_space_gib is not None:
             env["VLLM_CPU_KVCACHE_SPACE"] = f"{self.settings.cpu_kvcache_space_gib:g}"
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        # Dev mode only when asked for, whatever this process's environment says.
+        env.pop("VLLM_SERVER_DEV_MODE", None)
+        if self.settings.enable_weight_updates:
+            env["VLLM_SERVER_DEV_MODE"] = "1"
+        return env
+
+    async def startup(self) -> None:
+        port = free_port()
+        self.base_urls = [f"http://127.0.0.1:{port}/v1"]
+        env = self.vllm_env()
         command = self.vllm_command(port)
         logger.info("starting vLLM: %s", " ".join(command))
         self._vllm = subprocess.Popen(
