@@ -16,6 +16,8 @@ import asyncio
 import json
 import random
 import shutil
+import signal
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -301,6 +303,8 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
 
 
 if __name__ == "__main__":  # required: MathEnvironment's verifier processes re-import this module
+    # SIGTERM unwinds like Ctrl-C, so the vLLM, the ng_run stack and the verifier processes this run started stop.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     result = run(parse_args())
     print(f"held-out reward: greedy {result.eval_before:.3f} -> {result.eval_after:.3f}, "
           f"sampled {result.eval_sampled_before:.3f} -> {result.eval_sampled_after:.3f}")
