@@ -4,7 +4,7 @@
     python -m benchmarks.perf collector aggregate    # a subset
     python -m benchmarks.perf --quick                # smoke runs, written to benchmarks/results/quick/
     python -m benchmarks.perf --list                 # names and what each measures
-    python -m benchmarks.perf --vllm-url URL ...     # experience, async_collector, benchmark_runs use that vLLM
+    python -m benchmarks.perf --vllm-url URL ...     # experience, async_collector, benchmark_runs, grpo_learning use it
 
 Each benchmark runs as `python -m benchmarks.perf.<name>` in a child process; a failed one is reported and the
 rest still run (exit status 1 at the end). Then `python -m benchmarks.perf.readme_figures --write` puts the new
@@ -31,6 +31,8 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "experience": ("real vLLM: per-sample vs batched turns; experience layer vs a direct client", True),
     "async_collector": ("real vLLM: asynchronous vs synchronous generate-then-train", True),
     "benchmark_runs": ("real vLLM: arithmetic and humaneval rewards, collection time", True),
+    "grpo_learning": ("real vLLM + the example GRPO trainer: held-out arithmetic reward before and after N steps, "
+                      "weight push cost", True),
 }
 
 

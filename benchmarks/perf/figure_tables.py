@@ -233,6 +233,23 @@ def benchmark_runs(r: Report) -> str:
 
 
 # block name -> (results file it reads, renderer)
+def grpo_learning(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s, held, push = r["settings"], r["held_out"], r["weight_push"]
+    return "\n".join([
+        f"Source: {source(r)}; load average {r['load_average_at_end']} at the end.", "",
+        f"The example GRPO trainer, {s['steps']} steps of {s['prompts_per_step']} prompts x "
+        f"{s['generations_per_prompt']} completions (lr {s['learning_rate']}, max trajectory age "
+        f"{s['max_trajectory_age']}, {s['model']}), on {s['training_rows']} one-digit sums; held-out mean reward on "
+        f"the other {s['held_out_rows']}: sampled at temperature 1 ({s['held_out_samples_per_row']} per row) "
+        f"**{held['sampled']['before']:.3f} -> {held['sampled']['after']:.3f}**, greedy "
+        f"**{held['greedy']['before']:.3f} -> {held['greedy']['after']:.3f}** (goal +0.15). A weight push (write "
+        f"+ load into vLLM) took {push['mean_s']} s on average (at most {push['max_s']} s), "
+        f"**{push['share_of_step']:.1%}** of a {push['mean_step_s']} s step (goal at most 10%).", "",
+        "![GRPO reward curve](img/grpo_learning.png)"])
+
+
 RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "main_output": ("main_command", main_output),
     "glance": ("collector", glance),
@@ -244,4 +261,5 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "experience": ("experience", experience),
     "async_collector": ("async_collector", async_collector),
     "benchmark_runs": ("benchmark_runs", benchmark_runs),
+    "grpo_learning": ("grpo_learning", grpo_learning),
 }

@@ -1,0 +1,310 @@
+"""GRPO on the bundled SmolLM2-135M-Instruct, float32 on CPU, fed by the asynchronous trajectory collector.
+
+    python -m examples.grpo.train --task math --steps 20            # native MathEnvironment, starts its own vLLM
+    python -m examples.grpo.train --task number_guess --agents      # the number-guessing game through the agents
+    python -m examples.grpo.train --vllm-url http://127.0.0.1:8000/v1 ...   # a vLLM started with VLLM_SERVER_DEV_MODE=1
+
+Each step: take the step's prompt groups from the replay buffer, compute group-normalized advantages and NeMo RL's
+clipped token-level loss on the completions' own token ids, step AdamW, write the weights, load them into vLLM,
+tell the collector the new weight version, carry on. Held-out rows (the last --eval-rows of the file, never
+trained on) are scored before and after, greedily and sampled. Per step: OUT/steps.csv and W&B (offline unless
+WANDB_MODE is set); OUT/summary.json at the end.
+"""
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from examples.grpo.servers import AGENTS, REPO_ROOT, SERVED_NAME, agent_stack, vllm_server
+from examples.grpo.step_log import StepLog, StepRecord, wandb_run
+from nemo_gym.experience.chat_template import ChatTemplate
+from nemo_gym.experience.datasets import datum_from_row
+from nemo_gym.experience.environments.math_environment import MathEnvironment
+from nemo_gym.experience.environments.number_guess import NumberGuessEnvironment
+from nemo_gym.experience.generation import VllmHttpGeneration
+from nemo_gym.experience.generation.weights import write_weights
+from nemo_gym.experience.grpo import grpo_step, training_batch
+from nemo_gym.experience.interfaces import DatumSpec
+from nemo_gym.experience.prompt_loader import StatefulPromptLoader
+from nemo_gym.experience.replay_buffer import ReplayBuffer
+from nemo_gym.experience.rollout_manager import RolloutManager
+from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
+from nemo_gym.jsonl_records import iter_records
+
+MAX_SEQ_LEN = 2048
+DATA = REPO_ROOT / "nemo_gym" / "resources_servers"
+DEFAULT_ROWS = {"math": DATA / "math" / "data" / "arithmetic_example.jsonl",
+                "number_guess": DATA / "number_guess" / "data" / "example.jsonl"}
+DEFAULT_TURNS = {"math": 1, "number_guess": 8}
+# The first answer checks import sympy in the verifier processes: on a loaded 2-core machine that alone can take
+# tens of seconds, and a timed-out check is a failed group, not a reward.
+VERIFY_TIMEOUT_S = 300.0
+
+
+@dataclass
+class GRPOConfig:
+    task: str = "math"  # "math" or "number_guess"
+    use_nemo_gym: bool = False  # roll out through the agent servers instead of in this process
+    rows: Optional[Path] = None  # NeMo Gym JSONL rows (default: the task's shipped example)
+    eval_rows: int = 8  # the last rows of the file: held out, scored before and after
+    eval_samples: int = 4  # sampled answers per held-out row (besides the greedy one)
+    steps: int = 10
+    prompts_per_step: int = 4
+    generations_per_prompt: int = 8
+    max_new_tokens: int = 32
+    max_turns: Optional[int] = None  # default: 1 for math, 8 for the game
+    temperature: float = 1.0
+    learning_rate: float = 5e-6
+    max_trajectory_age: int = 1
+    micro_batch_size: int = 8
+    seed: int = 0
+    model: Path = REPO_ROOT / "models" / "SmolLM2-135M-Instruct"
+    vllm_url: Optional[str] = None  # default: start a vLLM (dev mode, 127.0.0.1) for this run
+    out_dir: Path = Path("grpo_out")
+    wandb: bool = True
+    sample_timeout_s: float = 1800.0
+
+    @property
+    def turns(self) -> int:
+        return self.max_turns if self.max_turns is not None else DEFAULT_TURNS[self.task]
+
+
+@dataclass
+class RunResult:
+    eval_before: float  # held-out mean reward, greedy
+    eval_sampled_before: float  # held-out mean reward at the training temperature, eval_samples per row
+    eval_after: float = float("nan")
+    eval_sampled_after: float = float("nan")
+    records: list[StepRecord] = field(default_factory=list)
+
+
+def load_datums(config: GRPOConfig, tokenizer: Any) -> tuple[list[DatumSpec], list[DatumSpec]]:
+    """(training prompts, held-out prompts) from the rows file; the last `eval_rows` rows are held out."""
+    path = config.rows or DEFAULT_ROWS[config.task]
+    template = ChatTemplate(tokenizer)
+    datums = [datum_from_row(row, template, config.task, idx) for idx, (_, row) in enumerate(iter_records(path))]
+    split = len(datums) - config.eval_rows
+    if config.eval_rows < 1 or split < config.prompts_per_step:
+        raise ValueError(f"{path}: {len(datums)} rows, {config.eval_rows} held out: need at least 1 held out and "
+                         f"{config.prompts_per_step} (a step's prompts) to train on")
+    return datums[:split], datums[split:]
+
+
+def trainable_model(path: Path) -> PreTrainedModel:
+    """The policy in float32, with a tied embedding frozen.
+
+    vLLM 0.32's CPU build reloads the input embedding but keeps computing logits with the lm_head it packed at
+    start-up, so a changed tied embedding would leave vLLM serving a different model than the trainer's (measured:
+    token_mult_prob_error 1.07 after one perturbed push). Every other weight reloads exactly."""
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    if model.config.tie_word_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
+    return model.eval()
+
+
+def mean_reward(manager: RolloutManager, datums: list[DatumSpec]) -> float:
+    async def all_groups() -> list[float]:
+        records = await asyncio.gather(*(manager.run_rollout(d) for d in datums))
+        return [reward for record in records for reward in record.rewards]
+
+    rewards = asyncio.run(all_groups())
+    return sum(rewards) / len(rewards)
+
+
+class Rollouts:
+    """Builds the rollout managers of a run (natively or through the agents): N sampled completions per prompt, or
+    one greedy one."""
+
+    def __init__(self, config: GRPOConfig, tokenizer: Any, policy: VllmHttpGeneration, envs: dict[str, Any],
+                 head_url: Optional[str]) -> None:
+        self.config, self.tokenizer, self.policy, self.envs, self.head_url = config, tokenizer, policy, envs, head_url
+
+    def manager(self, generations: int, greedy: bool) -> RolloutManager:
+        config = self.config
+        if config.use_nemo_gym:
+            generation = {"temperature": 0.0 if greedy else config.temperature, "max_new_tokens": config.max_new_tokens}
+            return RolloutManager(self.tokenizer, {}, generations, MAX_SEQ_LEN, config.turns,
+                                  generation_config=generation, use_nemo_gym=True, head_server_url=self.head_url,
+                                  agent_name=AGENTS[config.task])
+        return RolloutManager(self.tokenizer, self.envs, generations, MAX_SEQ_LEN, config.turns,
+                              policy_generation=self.policy, greedy=greedy)
+
+
+def collector_config(config: GRPOConfig) -> dict[str, Any]:
+    return {"grpo": {"num_prompts_per_step": config.prompts_per_step,
+                     "num_generations_per_prompt": config.generations_per_prompt, "max_rollout_turns": config.turns,
+                     "async_grpo": {"max_trajectory_age_steps": config.max_trajectory_age,
+                                    "group_timeout_s": config.sample_timeout_s}},
+            "policy": {"max_total_sequence_length": MAX_SEQ_LEN,
+                       "generation": {"max_new_tokens": config.max_new_tokens, "temperature": config.temperature}},
+            "env": {"should_use_nemo_gym": config.use_nemo_gym}}
+
+
+def push_weights(model: PreTrainedModel, policy: VllmHttpGeneration, weights_root: Path, version: int) -> None:
+    """Write version `version` and load it into every vLLM replica; only the newest folder is kept on disk."""
+    folder = write_weights(model, weights_root / f"v{version}")
+    policy.update_weights(folder, version)
+    for old in weights_root.glob("v*"):
+        if old != folder:
+            shutil.rmtree(old)
+
+
+def train(config: GRPOConfig, model: PreTrainedModel, policy: VllmHttpGeneration, rollouts: Rollouts,
+          train_datums: list[DatumSpec], log: StepLog) -> list[StepRecord]:
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate)
+    age = config.max_trajectory_age
+    buffer = ReplayBuffer(max_size=config.prompts_per_step * (age + 1) * 2)
+    collector = AsyncTrajectoryCollector(policy, rollouts.tokenizer, rollouts.envs, collector_config(config), buffer,
+                                         rollout_manager=rollouts.manager(config.generations_per_prompt, False))
+    collector.start_collection(StatefulPromptLoader(train_datums, batch_size=config.prompts_per_step,
+                                                    seed=config.seed))
+    records = []
+    try:
+        for step in range(config.steps):
+            started = time.perf_counter()
+            sampled = buffer.sample_blocking(config.prompts_per_step, step, age, timeout_s=config.sample_timeout_s)
+            waited = time.perf_counter()
+            batch = training_batch(sampled["trajectories"], rollouts.tokenizer.pad_token_id)
+            metrics = grpo_step(model, optimizer, batch, config.micro_batch_size)
+            trained = time.perf_counter()
+            collector.prepare_for_refit(timeout_s=config.sample_timeout_s)
+            refit_ready = time.perf_counter()
+            push_weights(model, policy, config.out_dir / "weights", step + 1)
+            collector.set_weight_version(step + 1)
+            collector.resume_after_refit()
+            pushed = time.perf_counter()
+            record = StepRecord(
+                step=step, reward=float(batch.rewards.mean()), token_mult_prob_error=metrics.token_mult_prob_error,
+                trajectory_age=float(sampled["avg_trajectory_age"]), wait_s=waited - started,
+                train_s=trained - waited, refit_wait_s=refit_ready - trained, push_s=pushed - refit_ready,
+                loss=metrics.loss, probs_ratio=metrics.probs_ratio, clipped_fraction=metrics.clipped_fraction,
+                grad_norm=metrics.grad_norm, generated_tokens=metrics.generated_tokens,
+                weight_version=policy.weight_version)
+            log.write(record)
+            records.append(record)
+            print(f"step {step}: reward {record.reward:.3f}, token_mult_prob_error {record.token_mult_prob_error:.4f},"
+                  f" age {record.trajectory_age:.2f}, wait {record.wait_s:.1f}s, train {record.train_s:.1f}s, "
+                  f"push {record.push_s:.1f}s", flush=True)
+    finally:
+        collector.shutdown()
+    return records
+
+
+@dataclass
+class _Running:
+    policy: VllmHttpGeneration
+    envs: dict[str, Any]
+    head_url: Optional[str]
+
+
+@contextmanager
+def _running(config: GRPOConfig, tokenizer: Any) -> Iterator[_Running]:
+    """vLLM, the environments and (agent path) the ng_run stack, for as long as the run lasts."""
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    generation = {"model_name": SERVED_NAME, "max_seq_len": MAX_SEQ_LEN, "pad_token_id": tokenizer.pad_token_id,
+                  "max_new_tokens": config.max_new_tokens, "temperature": config.temperature}
+    with vllm_server(config.model, config.out_dir / "vllm.log", config.vllm_url) as url, \
+            VllmHttpGeneration(generation, url) as policy, \
+            MathEnvironment(verify_timeout_s=VERIFY_TIMEOUT_S) as math_env:
+        envs = {"math": math_env, "number_guess": NumberGuessEnvironment()}
+        if not config.use_nemo_gym:
+            yield _Running(policy, envs, None)
+            return
+        stack_dir = config.out_dir / "stack"
+        stack_dir.mkdir(exist_ok=True)
+        with agent_stack(config.task, url, stack_dir) as head_url:
+            yield _Running(policy, envs, head_url)
+
+
+def run(config: GRPOConfig) -> RunResult:
+    """The whole run: servers up, evaluate, train `steps` steps, evaluate, servers down."""
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(config.model)
+    train_datums, eval_datums = load_datums(config, tokenizer)
+    model = trainable_model(config.model)
+    wandb = wandb_run("nemo-gym-grpo", config.out_dir, _plain(asdict(config))) if config.wandb else None
+    try:
+        with _running(config, tokenizer) as running:
+            # Version 0 is the trainer's starting weights, whatever the vLLM served before (e.g. an earlier run's).
+            shutil.rmtree(config.out_dir / "weights", ignore_errors=True)
+            push_weights(model, running.policy, config.out_dir / "weights", 0)
+            rollouts = Rollouts(config, tokenizer, running.policy, running.envs, running.head_url)
+            greedy, sampled = rollouts.manager(1, greedy=True), rollouts.manager(config.eval_samples, greedy=False)
+            result = RunResult(mean_reward(greedy, eval_datums), mean_reward(sampled, eval_datums))
+            print(f"held-out reward before: greedy {result.eval_before:.3f}, "
+                  f"sampled {result.eval_sampled_before:.3f}", flush=True)
+            log = StepLog(config.out_dir / "steps.csv", wandb)
+            result.records = train(config, model, running.policy, rollouts, train_datums, log)
+            result.eval_after = mean_reward(greedy, eval_datums)
+            result.eval_sampled_after = mean_reward(sampled, eval_datums)
+            print(f"held-out reward after: greedy {result.eval_after:.3f}, "
+                  f"sampled {result.eval_sampled_after:.3f}", flush=True)
+            log.summary({"eval/greedy_reward_before": result.eval_before, "eval/greedy_reward_after": result.eval_after,
+                         "eval/sampled_reward_before": result.eval_sampled_before,
+                         "eval/sampled_reward_after": result.eval_sampled_after})
+    finally:
+        if wandb is not None:
+            wandb.finish()
+    (config.out_dir / "summary.json").write_text(json.dumps(
+        {"config": _plain(asdict(config)), "eval_before": result.eval_before, "eval_after": result.eval_after,
+         "eval_sampled_before": result.eval_sampled_before, "eval_sampled_after": result.eval_sampled_after,
+         "steps": [asdict(r) for r in result.records]}, indent=2) + "\n")
+    return result
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in values.items()}
+
+
+def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
+    defaults = GRPOConfig()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=sorted(DEFAULT_ROWS), default=defaults.task)
+    parser.add_argument("--agents", action="store_true", help="roll out through the agent servers (use_nemo_gym)")
+    parser.add_argument("--rows", type=Path, help="NeMo Gym JSONL rows (default: the task's shipped example)")
+    parser.add_argument("--eval-rows", type=int, default=defaults.eval_rows)
+    parser.add_argument("--eval-samples", type=int, default=defaults.eval_samples)
+    parser.add_argument("--steps", type=int, default=defaults.steps)
+    parser.add_argument("--prompts-per-step", type=int, default=defaults.prompts_per_step)
+    parser.add_argument("--generations", type=int, default=defaults.generations_per_prompt)
+    parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
+    parser.add_argument("--max-turns", type=int, help="default: 1 for math, 8 for number_guess")
+    parser.add_argument("--temperature", type=float, default=defaults.temperature)
+    parser.add_argument("--lr", type=float, default=defaults.learning_rate)
+    parser.add_argument("--max-age", type=int, default=defaults.max_trajectory_age,
+                        help="max trajectory age in steps (asynchronous GRPO)")
+    parser.add_argument("--micro-batch-size", type=int, default=defaults.micro_batch_size)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--model", type=Path, default=defaults.model)
+    parser.add_argument("--vllm-url", help="a vLLM serving --model with VLLM_SERVER_DEV_MODE=1 (default: start one)")
+    parser.add_argument("--out", type=Path, default=defaults.out_dir)
+    parser.add_argument("--no-wandb", action="store_true")
+    args = parser.parse_args(argv)
+    return GRPOConfig(task=args.task, use_nemo_gym=args.agents, rows=args.rows, eval_rows=args.eval_rows,
+                      eval_samples=args.eval_samples,
+                      steps=args.steps, prompts_per_step=args.prompts_per_step,
+                      generations_per_prompt=args.generations, max_new_tokens=args.max_new_tokens,
+                      max_turns=args.max_turns, temperature=args.temperature, learning_rate=args.lr,
+                      max_trajectory_age=args.max_age, micro_batch_size=args.micro_batch_size, seed=args.seed,
+                      model=args.model, vllm_url=args.vllm_url, out_dir=args.out, wandb=not args.no_wandb)
+
+
+if __name__ == "__main__":  # required: MathEnvironment's verifier processes re-import this module
+    # SIGTERM unwinds like Ctrl-C, so the vLLM, the ng_run stack and the verifier processes this run started stop.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    result = run(parse_args())
+    print(f"held-out reward: greedy {result.eval_before:.3f} -> {result.eval_after:.3f}, "
+          f"sampled {result.eval_sampled_before:.3f} -> {result.eval_sampled_after:.3f}")

@@ -1,0 +1,43 @@
+"""The commands docs/trainers.md and the example's own docstring show are ones the example trainer accepts."""
+
+import re
+import shlex
+
+import pytest
+from transformers import AutoTokenizer
+
+from examples.grpo import train
+from tests.helpers.model import MODEL_DIR
+from tests.helpers.stack import REPO_ROOT
+
+COMMAND = re.compile(r"python -m examples\.grpo\.train[^\n`#]*")
+
+
+def _shown() -> list[str]:
+    pages = [(REPO_ROOT / "docs" / "trainers.md").read_text(), train.__doc__ or ""]
+    return [match.group(0).strip() for page in pages for match in COMMAND.finditer(page)]
+
+
+def test_the_documented_commands_parse() -> None:
+    commands = _shown()
+    assert len(commands) >= 4, commands
+    for command in commands:
+        args = [a for a in shlex.split(command)[3:] if a != "..."]
+        config = train.parse_args(args)
+        assert config.task in ("math", "number_guess")
+
+
+def test_the_flags_reach_the_config() -> None:
+    config = train.parse_args(["--task", "number_guess", "--agents", "--steps", "3", "--generations", "6",
+                               "--max-age", "2", "--lr", "1e-5", "--eval-rows", "5", "--no-wandb"])
+    assert (config.task, config.use_nemo_gym, config.steps, config.generations_per_prompt,
+            config.max_trajectory_age, config.learning_rate, config.eval_rows, config.wandb) == (
+        "number_guess", True, 3, 6, 2, 1e-5, 5, False)
+    assert config.turns == 8 and train.parse_args([]).turns == 1
+
+
+@pytest.mark.parametrize("eval_rows", [0, 48])
+def test_a_split_without_held_out_rows_or_a_step_to_train_is_refused(eval_rows: int) -> None:
+    config = train.GRPOConfig(eval_rows=eval_rows, prompts_per_step=4)  # the shipped example has 50 rows
+    with pytest.raises(ValueError, match="need at least 1 held out and 4"):
+        train.load_datums(config, AutoTokenizer.from_pretrained(MODEL_DIR))
