@@ -46,3 +46,13 @@ def test_gpu_check_says_there_is_no_gpu_and_checks_nothing(tmp_path: Path) -> No
     assert result.returncode == 1
     assert "no NVIDIA GPU on this machine (nvidia-smi -L lists none): nothing was checked" in result.stdout
     assert (results.read_bytes() if results.exists() else None) == before
+
+
+def test_setup_installs_the_vllm_the_extras_name() -> None:
+    import re
+    import tomllib
+
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    setup = (SCRIPTS / "setup.sh").read_text()
+    assert f'CPU_VLLM_PACKAGE="{extras["vllm"][0]}"' in setup
+    assert re.match(r"vllm\b", extras["vllm-gpu"][0]) and 'GPU_VLLM_PACKAGE="vllm"' in setup
