@@ -5,7 +5,6 @@ Exit status: 0 success; 2 bad input (`NemoGymError`: config, data, command line 
 may succeed later); 130 interrupted.
 """
 
-import importlib.metadata
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -32,11 +31,9 @@ VERSION_FLAG = "--version"
 
 
 def version() -> str:
-    """The installed distribution's version (the package's own where it runs from a plain checkout)."""
-    try:
-        return importlib.metadata.version("nemo_gym")
-    except importlib.metadata.PackageNotFoundError:
-        return nemo_gym.__version__
+    """The package's own version (tests/config/test_shortcuts.py keeps it equal to pyproject's). Not the installed
+    distribution's: NeMo Gym's distribution has the same name, and may be what the metadata finds."""
+    return nemo_gym.__version__
 
 
 @dataclass(frozen=True)
