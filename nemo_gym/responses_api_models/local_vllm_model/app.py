@@ -72,7 +72,7 @@ class LocalVLLMModelServer(VLLMModelServer):
 
     def vllm_command(self, port: int) -> list[str]:
         return [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            sys.executable, "-m", "nemo_gym.responses_api_models.local_vllm_model.vllm_main",
             "--model", self.model_path, "--served-model-name", self.model,
             "--host", "127.0.0.1", "--port", str(port),
             "--max-model-len", str(self.settings.max_model_len),
