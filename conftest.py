@@ -27,6 +27,23 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
         yield server
 
 
+@pytest.fixture(scope="session")
+def vllm_weights_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
+    """A second real vLLM serving the bundled model, with weight updates on (dev-mode endpoints, 127.0.0.1 only).
+
+    Its own server, so that no test of `vllm_server` ever sees weights a weight-update test pushed; a test that
+    pushes weights pushes the bundled ones back before it ends. NEMO_GYM_TEST_VLLM_WEIGHTS_BASE_URL reuses a vLLM
+    started with VLLM_SERVER_DEV_MODE=1 (development only; CI never sets it).
+    """
+    external = os.environ.get("NEMO_GYM_TEST_VLLM_WEIGHTS_BASE_URL")
+    if external:
+        yield VLLMServer(external.rstrip("/"), MODEL_NAME, 0.0)
+        return
+    with vllm_process(free_port(), tmp_path_factory.mktemp("vllm_weights") / "vllm.log",
+                      enable_weight_updates=True) as server:
+        yield server
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `gpu` run only where CUDA is; elsewhere they are deselected (not skipped), and the summary
     names them."""

@@ -18,12 +18,16 @@ SESSION_HEADER = "x-ng-session-id"
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 # Per-request switch (ours, not OpenAI's) asking a vllm_model server for those fields.
 RETURN_TOKENS_PARAM = "return_token_id_information"
+# Per-request limits of a trainer (ours, NeMo RL's names): the agent makes at most `max_rollout_turns` model calls
+# in the rollout, and vllm_model keeps every prompt + generation within `max_total_sequence_length` tokens.
+MAX_TURNS_PARAM = "max_rollout_turns"
+MAX_SEQ_LEN_PARAM = "max_total_sequence_length"
+_OUR_PARAMS = frozenset({RETURN_TOKENS_PARAM, MAX_TURNS_PARAM, MAX_SEQ_LEN_PARAM})
 
 # Create params that are converted below, or have no Chat Completions counterpart (vLLM would reject or misread
 # them). Every other key passes through to vLLM unchanged: seed, top_k, stop, repetition_penalty, ...
-_NOT_FORWARDED = frozenset(
+_NOT_FORWARDED = _OUR_PARAMS | frozenset(
     {
-        RETURN_TOKENS_PARAM,
         "input", "instructions", "tools", "tool_choice", "max_output_tokens", "model", "stream", "store",
         "metadata", "previous_response_id", "reasoning", "text", "truncation", "include", "background",
         "prompt", "prompt_cache_key", "safety_identifier", "service_tier", "conversation", "max_tool_calls",
@@ -151,8 +155,9 @@ def to_chat_request(params: dict[str, Any], model: str) -> dict[str, Any]:
 
 
 def strip_token_info(params: dict[str, Any]) -> dict[str, Any]:
-    """Create params without our token-id fields and switch, for endpoints that reject unknown fields."""
-    cleaned = {k: v for k, v in params.items() if k != RETURN_TOKENS_PARAM}
+    """Create params without our token-id fields and per-request params, for endpoints that reject unknown
+    fields."""
+    cleaned = {k: v for k, v in params.items() if k not in _OUR_PARAMS}
     if isinstance(cleaned.get("input"), list):
         cleaned["input"] = [{k: v for k, v in item.items() if k not in TOKEN_FIELDS} for item in cleaned["input"]]
     return cleaned

@@ -91,3 +91,23 @@ class CollectionTimeoutError(ExperienceError):
 
 class CollectorCheckpointError(ExperienceError):
     """A collector checkpoint cannot be written or read (unknown format, unreadable file, wrong time to load)."""
+
+
+class WeightUpdateError(ExperienceError):
+    """A weight update did not reach every replica (or the in-process model) of a generation backend.
+
+    `failed` maps each replica that did not take `version` to why ("<failure class>: <detail>"); `updated` lists the
+    replicas that did. The backend's `weight_version` was not advanced: it still says `served_version`.
+    """
+
+    def __init__(self, version: int, failed: dict[str, str], updated: list[str], served_version: int,
+                 note: str = "") -> None:
+        why = "; ".join(f"{replica} ({reason})" for replica, reason in failed.items())
+        took = ", ".join(updated) if updated else "none"
+        super().__init__(f"weight update to version {version} failed on {len(failed)} replica(s): {why}. "
+                         f"Took version {version}: {took}. weight_version stays {served_version}"
+                         + (f"; {note}" if note else ""))
+        self.version = version
+        self.failed = dict(failed)
+        self.updated = list(updated)
+        self.served_version = served_version

@@ -2,7 +2,8 @@
 
 A message log is a list of chat messages. Every message carries `token_ids` (a 1-D LongTensor: the exact tokens
 this message contributes to the flattened sequence); assistant messages also carry `generation_logprobs` (a 1-D
-float tensor, one entry per generated token). Flattening a message log is concatenating its `token_ids`.
+float tensor, one entry per generated token) and, from backends that report it, `generation_weight_versions` (the
+weight versions its tokens were generated on). Flattening a message log is concatenating its `token_ids`.
 """
 
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ class LLMMessage(TypedDict):
     content: str
     token_ids: torch.Tensor
     generation_logprobs: NotRequired[torch.Tensor]
+    generation_weight_versions: NotRequired[tuple[int, ...]]
 
 
 LLMMessageLogType = list[LLMMessage]
@@ -47,6 +49,9 @@ class Completion:
     truncated: bool
     reward: float
     logprobs_valid: bool = True  # False when the backend could not give a log-prob for every generated token
+    # Every weight version its tokens were generated on, over all turns, ascending; more than one when weights
+    # changed during the rollout; empty when the backend does not report versions (the agent path).
+    generation_weight_versions: tuple[int, ...] = ()
 
 
 @dataclass

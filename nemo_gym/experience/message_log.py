@@ -38,6 +38,14 @@ def batched_message_log_to_flat_message(
     return BatchedDataDict(token_ids=padded), lengths
 
 
+def generation_weight_versions(message_log: LLMMessageLogType) -> tuple[int, ...]:
+    """The weight versions of every assistant turn of a conversation together, ascending."""
+    versions: set[int] = set()
+    for message in message_log:
+        versions.update(message.get("generation_weight_versions", ()))
+    return tuple(sorted(versions))
+
+
 def chat_view(message_log: LLMMessageLogType) -> list[dict[str, Any]]:
     """Role and content only: what an environment may see of a conversation."""
     return [{"role": m["role"], "content": m["content"]} for m in message_log]

@@ -14,7 +14,10 @@ import copy
 import time
 from typing import Any, Optional
 
+from nemo_gym.experience.agent_params import agent_request_params
 from nemo_gym.experience.agent_results import result_to_completion
+from nemo_gym.experience.backend_compat import require_async_backend
+from nemo_gym.experience.environments.calling import check_environment
 from nemo_gym.experience.environments.interfaces import EnvironmentInterface
 from nemo_gym.experience.errors import ExperienceError, PromptGroupError
 from nemo_gym.experience.generation.interfaces import GenerationConfig, GenerationInterface
@@ -26,14 +29,9 @@ from nemo_gym.experience.interfaces import (
     LLMMessageLogType,
     PromptGroupRecord,
 )
+from nemo_gym.experience.message_log import generation_weight_versions
 from nemo_gym.experience.rollout_metrics import batch_rollout_metrics
-from nemo_gym.experience.rollouts import (
-    UNLIMITED_TURNS,
-    aggregate_sample_metrics,
-    require_async_backend,
-    run_sample_multi_turn_rollout,
-)
-from nemo_gym.protocol import RETURN_TOKENS_PARAM
+from nemo_gym.experience.rollouts import UNLIMITED_TURNS, aggregate_sample_metrics, run_sample_multi_turn_rollout
 from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
 
 TokenizerType = Any
@@ -62,17 +60,21 @@ class AsyncRolloutImpl:
 
     def __init__(self, tokenizer: TokenizerType, task_to_env: dict[str, EnvironmentInterface],
                  num_generations_per_prompt: int, max_seq_len: int, policy_generation: GenerationInterface,
-                 max_rollout_turns: int = UNLIMITED_TURNS, **kwargs: Any) -> None:
+                 max_rollout_turns: int = UNLIMITED_TURNS, greedy: bool = False,
+                 end_on_truncated_turn: bool = False, **kwargs: Any) -> None:
         if num_generations_per_prompt < 1:
             raise ValueError(f"num_generations_per_prompt must be at least 1, got {num_generations_per_prompt}")
         require_async_backend(policy_generation)
+        for task_name, env in task_to_env.items():
+            check_environment(task_name, env)
         self.tokenizer = tokenizer
         self.task_to_env = task_to_env
         self.num_generations_per_prompt = num_generations_per_prompt
         self.max_seq_len = max_seq_len
         self.policy_generation = policy_generation
         self.max_rollout_turns = max_rollout_turns or UNLIMITED_TURNS
-        self.greedy = bool(kwargs.get("greedy", False))
+        self.greedy = greedy
+        self.end_on_truncated_turn = end_on_truncated_turn
 
     async def run_rollout(self, input_sample: DatumSpec) -> PromptGroupRecord:
         """Run `num_generations_per_prompt` rollouts of one prompt; PromptGroupError if any of them fails."""
@@ -96,12 +98,13 @@ class AsyncRolloutImpl:
         """One multi-turn rollout of generation `traj_idx`."""
         final, metrics = await run_sample_multi_turn_rollout(
             traj_idx, input_sample, self.policy_generation, self.tokenizer, self.task_to_env, self.max_seq_len,
-            self.max_rollout_turns, self.greedy)
+            self.max_rollout_turns, self.greedy, end_on_truncated_turn=self.end_on_truncated_turn)
         completion = Completion(
             message_log=final["message_log"],
             env_extras=final.get("extra_env_info"),
             truncated=bool(final["truncated"]),
             reward=float(final["total_reward"]),
+            generation_weight_versions=generation_weight_versions(final["message_log"]),
         )
         return completion, metrics
 
@@ -120,13 +123,14 @@ class AsyncNemoGymRolloutImpl:
 
     def __init__(self, tokenizer: TokenizerType, task_to_env: dict[str, EnvironmentInterface],
                  num_generations_per_prompt: int, max_seq_len: int, generation_config: GenerationConfig,
-                 max_rollout_turns: Optional[int] = None, **kwargs: Any) -> None:
+                 max_rollout_turns: Optional[int] = None, greedy: bool = False, **kwargs: Any) -> None:
         self.tokenizer = tokenizer
         self.task_to_env = task_to_env
         self.num_generations_per_prompt = num_generations_per_prompt
         self.max_seq_len = max_seq_len
         self.generation_config = generation_config
         self.max_rollout_turns = max_rollout_turns
+        self.greedy = greedy
         self.agent_name: Optional[str] = kwargs.get("agent_name")
         self.rollout_helper: RolloutCollectionHelper = kwargs.get("rollout_helper") or RolloutCollectionHelper(
             head_server_config=kwargs.get("head_server_url"))
@@ -141,20 +145,17 @@ class AsyncNemoGymRolloutImpl:
             raise ValueError(f"max_seq_len must be positive, got {self.max_seq_len}")
 
     def _build_inputs(self, input_sample: DatumSpec) -> list[dict]:
-        """N rows of the prompt's NeMo Gym row, keyed (prompt idx, j), with the generation config applied and the
-        token ids of every generation asked for."""
+        """N rows of the prompt's NeMo Gym row, keyed (prompt idx, j), with the generation config, greedy, the
+        sample's stop strings and the rollout limits applied and the token ids of every generation asked for
+        (agent_params.py)."""
         row = input_sample.get("extra_env_info")
         if not isinstance(row, dict) or not isinstance(row.get("responses_create_params"), dict):
             raise ExperienceError(
                 f"prompt {input_sample.get('idx')}: a NeMo Gym sample needs its row (with responses_create_params) "
                 f"as extra_env_info")
-        params = dict(row["responses_create_params"])
-        config = self.generation_config
-        for ours, theirs in (("temperature", "temperature"), ("top_p", "top_p"),
-                             ("max_new_tokens", "max_output_tokens")):
-            if config.get(ours) is not None:
-                params[theirs] = config[ours]
-        params[RETURN_TOKENS_PARAM] = True
+        params = agent_request_params(row["responses_create_params"], self.generation_config, greedy=self.greedy,
+                                      stop_strings=input_sample.get("stop_strings"), max_seq_len=self.max_seq_len,
+                                      max_rollout_turns=self.max_rollout_turns)
         base = {**row, "responses_create_params": params}
         if self.agent_name and "agent_ref" not in base:
             base["agent_ref"] = {"name": self.agent_name}

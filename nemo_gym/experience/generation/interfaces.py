@@ -8,14 +8,22 @@ length limit instead of an end-of-turn token or a stop string.
 
 Length limits: a sample generates at most min(config `max_new_tokens`, its own `max_new_tokens`,
 `max_seq_len` - its input length) tokens; with no room left it generates nothing and is `truncated`.
+
+Weights: a backend serves one `weight_version` at a time; `update_weights(weights_dir, version)` loads a folder a
+trainer wrote (generation/weights.py) into every replica, pausing generation around the load, and returns once every
+replica serves `version` (else `WeightUpdateError`, and `weight_version` stays). The shipped backends also report, per
+sample, `weight_versions`: the versions whose weights generated its tokens, two or more when an update landed while
+it was generating.
 """
 
+import os
 from abc import ABC, abstractmethod
 from typing import Any, AsyncIterator, NotRequired, Optional, TypedDict
 
 import torch
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
+from nemo_gym.experience.errors import UnsupportedBackendError
 
 
 class GenerationConfig(TypedDict, total=False):
@@ -44,12 +52,14 @@ class GenerationOutputSpec(TypedDict):
     unpadded_sequence_lengths: torch.Tensor
     logprobs: torch.Tensor
     truncated: torch.Tensor
+    weight_versions: NotRequired[list[tuple[int, ...]]]  # per sample: the weight versions its tokens came from
 
 
 class GenerationInterface(ABC):
     """A policy that turns token prompts into token completions."""
 
     supports_async: bool = False  # whether generate_async streams samples as they finish
+    _weight_version: int = 0  # backends keep it current; see weight_version
 
     @abstractmethod
     def generate(self, data: BatchedDataDict[GenerationDatumSpec],
@@ -68,6 +78,27 @@ class GenerationInterface(ABC):
     def pad_token_id(self) -> int:
         """The id that pads `output_ids`."""
 
+    @property
+    def weight_version(self) -> int:
+        """The weight version every replica serves now: the constructor's `weight_version`, then the `version` of
+        the last successful `update_weights`."""
+        return self._weight_version
+
+    def update_weights(self, weights_dir: str | os.PathLike, version: int) -> None:
+        """Load the safetensors folder `weights_dir` (what `weights.write_weights` writes) into every replica; on
+        return every replica serves `version`. Raises WeightUpdateError, and keeps `weight_version`, otherwise."""
+        raise UnsupportedBackendError(
+            f"{type(self).__name__} cannot take new weights: implement update_weights(weights_dir, version) (load "
+            f"the safetensors folder nemo_gym.experience.generation.weights.write_weights writes), or generate with "
+            f"VllmHttpGeneration or HFGeneration")
+
+    def invalidate_kv_cache(self) -> bool:
+        """Drop cached keys and values computed with earlier weights, so running and later generations recompute
+        them with the current ones; True when every replica did."""
+        raise UnsupportedBackendError(
+            f"{type(self).__name__} has no invalidate_kv_cache(): implement it (drop every replica's cached keys and "
+            f"values) or turn recompute_kv_cache_after_weight_updates off")
+
     def prepare_for_generation(self, *args: Any, **kwargs: Any) -> bool:
         return True
 
@@ -76,3 +107,11 @@ class GenerationInterface(ABC):
 
     def shutdown(self) -> None:
         """Release what the backend holds (connections, threads, models)."""
+
+
+def implements(backend: Any, method: str) -> bool:
+    """Whether `backend` has `method` of its own: not at all for an object without it, and not for a
+    GenerationInterface subclass that only inherits the default above, which raises UnsupportedBackendError."""
+    if not callable(getattr(backend, method, None)):
+        return False
+    return getattr(type(backend), method, None) is not getattr(GenerationInterface, method, None)

@@ -25,11 +25,13 @@ class SampleRequest:
 
 @dataclass(frozen=True)
 class GeneratedSample:
-    """What a backend produced for one sample: the new tokens, one log-prob each, and whether a length limit hit."""
+    """What a backend produced for one sample: the new tokens, one log-prob each, whether a length limit hit, and
+    the weight versions the tokens were generated on (none when there are no tokens)."""
 
     token_ids: list[int]
     logprobs: list[float]
     truncated: bool
+    weight_versions: tuple[int, ...] = ()
 
 
 NO_ROOM = GeneratedSample([], [], truncated=True)
@@ -100,4 +102,5 @@ def pack_outputs(requests: Sequence[SampleRequest], results: Sequence[GeneratedS
         generation_lengths=torch.tensor([len(g.token_ids) for g in results], dtype=torch.long),
         unpadded_sequence_lengths=torch.tensor(total, dtype=torch.long),
         truncated=torch.tensor([g.truncated for g in results], dtype=torch.bool),
+        weight_versions=[g.weight_versions for g in results],
     )

@@ -5,15 +5,23 @@ Each sample is one request (prompt = its unpadded token ids), spread round-robin
 on one private event loop in a background thread owned by the backend, so there is one connection pool and one
 concurrency limit whoever calls: `generate` from plain code or from inside a running loop, `generate_async` from
 any loop (it awaits the private loop's work without blocking the caller's).
+
+Weight updates (`update_weights`, `invalidate_kv_cache`) use vLLM's dev-mode endpoints at each server root
+(vllm_refit.py): every replica is paused with `keep`, reloaded from the trainer's folder and resumed, all replicas
+concurrently; `weight_version` advances only once every replica reports the new version. Each sample's
+`weight_versions` comes from weight_versions.py.
 """
 
 import asyncio
+import concurrent.futures
 import itertools
+import os
 import threading
+from dataclasses import replace
 from typing import Any, AsyncIterator, Optional, Sequence
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
-from nemo_gym.experience.errors import GenerationError
+from nemo_gym.experience.errors import GenerationError, WeightUpdateError
 from nemo_gym.experience.generation.interfaces import (
     GenerationConfig,
     GenerationDatumSpec,
@@ -28,7 +36,13 @@ from nemo_gym.experience.generation.samples import (
     require_config,
     sample_requests,
 )
+from nemo_gym.experience.generation.vllm_refit import CONTROL_TIMEOUT_S, reload_replica, reset_replica_kv, server_root
+from nemo_gym.experience.generation.weight_versions import WeightVersionLog
+from nemo_gym.experience.generation.weights import check_weights_dir
 from nemo_gym.http_client import HttpClient, RequestFailed
+
+# Beyond an update's own timeout: the /resume and the version check that follow it, and some slack.
+_AFTER_LOAD_S = 2 * CONTROL_TIMEOUT_S + 10.0
 
 
 def _base_url_list(base_urls: str | Sequence[str]) -> list[str]:
@@ -58,7 +72,11 @@ def _parse_choice(reply: Any, url: str, request: SampleRequest) -> GeneratedSamp
 
 
 class VllmHttpGeneration(GenerationInterface):
-    """vLLM over HTTP, token in / token out, one request per sample, over one or several replicas."""
+    """vLLM over HTTP, token in / token out, one request per sample, over one or several replicas.
+
+    `weight_version` is the version the replicas serve at construction. `weight_update_timeout_s` bounds a
+    replica's pause + load + relabel in `update_weights` (its /resume and check get 30 s more each).
+    """
 
     supports_async = True
 
@@ -71,6 +89,8 @@ class VllmHttpGeneration(GenerationInterface):
         max_concurrency: int = 128,
         request_timeout_s: float = 600.0,
         connect_timeout_s: float = 5.0,
+        weight_version: int = 0,
+        weight_update_timeout_s: float = 300.0,
     ) -> None:
         require_config(config, ("model_name", "max_new_tokens", "max_seq_len", "pad_token_id"), "VllmHttpGeneration")
         if max_concurrency < 1:
@@ -86,6 +106,9 @@ class VllmHttpGeneration(GenerationInterface):
         self._thread: Optional[threading.Thread] = None
         self._semaphore: Optional[asyncio.Semaphore] = None
         self._start_lock = threading.Lock()
+        self._versions = WeightVersionLog(weight_version)  # read and changed on the private loop only
+        self._weight_update_timeout_s = weight_update_timeout_s
+        self._update_lock = threading.Lock()  # one update or invalidation at a time
 
     def __repr__(self) -> str:  # never shows the api key
         return f"VllmHttpGeneration(model={self.config['model_name']!r}, base_urls={self.base_urls})"
@@ -93,6 +116,75 @@ class VllmHttpGeneration(GenerationInterface):
     @property
     def pad_token_id(self) -> int:
         return int(self.config["pad_token_id"])
+
+    @property
+    def weight_version(self) -> int:
+        return self._versions.version
+
+    def update_weights(self, weights_dir: str | os.PathLike, version: int) -> None:
+        """Load `weights_dir` into every replica (concurrently); on return each one serves and reports `version`.
+
+        The folder is checked before any replica is touched (vLLM's engine dies on a missing or truncated file).
+        Then each replica is paused with `keep` (requests in flight freeze, and finish on the new weights), reloaded,
+        relabelled and resumed, resumed even when its load failed. WeightUpdateError names every replica that did
+        not take `version` and why, and those that did; `weight_version` then stays where it was.
+        """
+        roots = [server_root(url) for url in self.base_urls]
+        try:
+            check_weights_dir(weights_dir)
+        except ValueError as exc:
+            raise WeightUpdateError(version, {root: f"invalid_weights: {exc}" for root in roots}, [],
+                                    self.weight_version, note="no replica was touched") from None
+        path = os.path.abspath(weights_dir)  # vLLM resolves it from its own working directory
+        with self._update_lock:
+            future = asyncio.run_coroutine_threadsafe(self._update_all(roots, path, version), self._private_loop())
+            try:
+                failed = future.result(timeout=self._weight_update_timeout_s + _AFTER_LOAD_S)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                raise WeightUpdateError(version, {root: "timeout: the update did not finish" for root in roots}, [],
+                                        self.weight_version) from None
+            except BaseException:
+                future.cancel()  # e.g. KeyboardInterrupt: stop waiting on the replicas
+                raise
+        if failed:
+            raise WeightUpdateError(version, failed, [root for root in roots if root not in failed],
+                                    self.weight_version)
+
+    def invalidate_kv_cache(self) -> bool:
+        """Drop every replica's cached keys and values (vLLM `/reset_prefix_cache?reset_running_requests=true`):
+        running requests are preempted and recompute theirs with the weights loaded now. True when every replica
+        reports success; GenerationError naming the replica when one cannot be reached."""
+        roots = [server_root(url) for url in self.base_urls]
+        with self._update_lock:
+            future = asyncio.run_coroutine_threadsafe(self._reset_all(roots), self._private_loop())
+            return all(future.result())
+
+    async def _update_all(self, roots: list[str], path: str, version: int) -> dict[str, str]:
+        self._versions.begin(version)
+        succeeded = False
+        try:
+            reasons = await asyncio.gather(*(
+                reload_replica(self._http, root, path, version, self._weight_update_timeout_s, self._headers)
+                for root in roots))
+            failed = {root: reason for root, reason in zip(roots, reasons) if reason is not None}
+            succeeded = not failed
+        finally:
+            self._versions.end(succeeded)
+        return failed
+
+    async def _reset_all(self, roots: list[str]) -> list[bool]:
+        async def reset(root: str) -> bool:
+            try:
+                return await reset_replica_kv(self._http, root, self._weight_update_timeout_s, self._headers)
+            except RequestFailed as exc:
+                raise GenerationError(f"invalidate_kv_cache: {root} failed ({exc.failure_class}): "
+                                      f"{exc.message}") from None
+            except TimeoutError:
+                raise GenerationError(f"invalidate_kv_cache: {root} did not answer in "
+                                      f"{self._weight_update_timeout_s} s (timeout)") from None
+
+        return list(await asyncio.gather(*(reset(root) for root in roots)))
 
     def generate(self, data: BatchedDataDict[GenerationDatumSpec],
                  greedy: bool = False) -> BatchedDataDict[GenerationOutputSpec]:
@@ -169,12 +261,14 @@ class VllmHttpGeneration(GenerationInterface):
             self._semaphore = asyncio.Semaphore(self._max_concurrency)
         url = f"{self.base_urls[next(self._round_robin) % len(self.base_urls)]}/completions"
         async with self._semaphore:
+            mark = self._versions.mark()
             try:
                 reply = await self._http.post_json(url, self._body(request, greedy), headers=self._headers)
             except RequestFailed as exc:
                 raise GenerationError(f"sample {request.index}: {url} failed after {exc.attempts} attempt(s) "
                                       f"({exc.failure_class}): {exc.message}") from None
-        return _parse_choice(reply, url, request)
+            versions = self._versions.since(mark)
+        return replace(_parse_choice(reply, url, request), weight_versions=versions)
 
     def _body(self, request: SampleRequest, greedy: bool) -> dict[str, Any]:
         config = self.config

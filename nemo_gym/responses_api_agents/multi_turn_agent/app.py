@@ -5,8 +5,9 @@ included) through `/v1/responses`, with the row's other create params passed thr
 (`return_token_id_information` included, so token ids come back on the assistant items). The assistant's text goes
 to the resources server's `POST /step` (see `nemo_gym.resources_servers.turn_based`), whose observation joins the
 conversation as a user message. The loop stops when the environment says the episode terminated, when the prompt no
-longer fits the model's context (an incomplete response with no output), or after `max_turns` model turns; then
-`/verify` gets the response whose `output` holds every item of the rollout in order.
+longer fits the model's context or the request's `max_total_sequence_length` (an incomplete response with no
+output), or after `max_turns` model turns (fewer if the request's `max_rollout_turns` says so); then `/verify` gets
+the response whose `output` holds every item of the rollout in order.
 
 An answer cut by `max_output_tokens` is still a move: the environment judges what the model wrote (as NeMo RL's
 multi-turn rollouts do); only a full context ends the rollout early.
@@ -21,7 +22,7 @@ from pydantic import Field
 
 from nemo_gym.http_client import NO_RETRY
 from nemo_gym.protocol import output_text
-from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items
+from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items, turn_limit
 from nemo_gym.server.base import HandlerError
 
 DEFAULT_MAX_TURNS = 10
@@ -63,7 +64,7 @@ class MultiTurnAgent(AgentServer):
         items = input_items(params)
         outputs: list[dict[str, Any]] = []
         response: dict[str, Any] = {}
-        for _ in range(self.max_turns):
+        for _ in range(turn_limit(params, self.max_turns)):
             response = await self.call_model({**params, "input": items + outputs}, session_id)
             if _context_full(response):
                 break

@@ -1,7 +1,7 @@
 """simple_agent: one rollout = seed the environment, let the model call its tools until it answers, then verify.
 
 Settings (besides those of every agent, see `nemo_gym.responses_api_agents.base`):
-    max_steps: 10               # model calls per rollout
+    max_steps: 10               # model calls per rollout (fewer if the request's `max_rollout_turns` says so)
 """
 
 from typing import Any
@@ -11,7 +11,7 @@ from pydantic import Field
 
 from nemo_gym.http_client import NO_RETRY, RequestFailed
 from nemo_gym.protocol import function_call_output, function_calls
-from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items
+from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items, turn_limit
 
 DEFAULT_MAX_STEPS = 10
 
@@ -83,7 +83,7 @@ class SimpleAgent(AgentServer):
         outputs: list[dict[str, Any]] = []
         response: dict[str, Any] = {}
         usage = None
-        for _ in range(self.max_steps):
+        for _ in range(turn_limit(params, self.max_steps)):
             response = await self.call_model({**params, "input": items + outputs}, session_id)
             usage = _summed_usage(usage, response.get("usage"))
             outputs.extend(response["output"])

@@ -3,9 +3,11 @@
 Settings: `model_path`, `served_model_name` (default: the folder name), `max_model_len` (2048), `dtype`
 (default: bfloat16 where the CPU has native bf16 or there is a GPU, else float32; see dtype.py), `vllm_args` (extra
 command-line arguments, e.g. tool-call parser flags), `cpu_kvcache_space_gib` (sets VLLM_CPU_KVCACHE_SPACE; default
-2 unless the environment sets it), `gpu_memory_utilization`, plus every vllm_model setting except `base_url`.
+2 unless the environment sets it), `gpu_memory_utilization`, `enable_weight_updates` (vLLM's dev-mode endpoints,
+which a trainer's VllmHttpGeneration.update_weights uses), plus every vllm_model setting except `base_url`.
 Where `nvidia-smi -L` lists a GPU, vLLM starts with GPU arguments (device.py): bfloat16, the GPU memory fraction,
-and no --enforce-eager. `/health` answers 503 until vLLM serves, so ng_run's `startup_timeout_s` must cover its cold start.
+and no --enforce-eager. `/health` answers 503 until vLLM serves, so ng_run's `startup_timeout_s` must cover its cold
+start.
 vLLM's output goes to this server's log.
 """
 
@@ -18,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.config.typed import Text
@@ -31,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE_S = 8.0  # inside ng_run's own 10 s grace, so vLLM is stopped by us, not orphaned
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def _die_with_parent() -> None:
@@ -54,6 +57,24 @@ class LocalVLLMModelSettings(VLLMModelSettings):
     """VLLM_CPU_KVCACHE_SPACE for the CPU build (default 2 unless the environment sets it)."""
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
     """vLLM's --gpu-memory-utilization on a GPU: the share of its memory vLLM takes (weights and KV cache)."""
+    enable_weight_updates: bool = False
+    """Start vLLM with VLLM_SERVER_DEV_MODE=1, for a trainer to push new weights; vLLM then binds only 127.0.0.1."""
+
+    @model_validator(mode="after")
+    def _weight_updates_stay_on_loopback(self) -> "LocalVLLMModelSettings":
+        # The dev-mode endpoints reload weights from any path and run worker methods: never off this machine.
+        hosts = _host_args(self.vllm_args)
+        if self.enable_weight_updates and any(host not in _LOOPBACK_HOSTS for host in hosts):
+            raise ValueError(f"'enable_weight_updates' opens vLLM's dev-mode endpoints, which must stay on 127.0.0.1; "
+                             f"'vllm_args' binds {hosts}")
+        return self
+
+
+def _host_args(args: list[str]) -> list[str]:
+    """The values of every --host in vLLM command-line arguments (`--host X` or `--host=X`)."""
+    hosts = [value.split("=", 1)[1] for value in args if value.startswith("--host=")]
+    hosts += [args[i + 1] for i, value in enumerate(args[:-1]) if value == "--host"]
+    return hosts
 
 
 class LocalVLLMModelServer(VLLMModelServer):
@@ -79,13 +100,21 @@ class LocalVLLMModelServer(VLLMModelServer):
             *device_args(self.gpu, self.settings.dtype, self.settings.gpu_memory_utilization, self.settings.vllm_args),
         ]
 
-    async def startup(self) -> None:
-        port = free_port()
-        self.base_urls = [f"http://127.0.0.1:{port}/v1"]
+    def vllm_env(self) -> dict[str, str]:
         env = dict(os.environ)
         if self.settings.cpu_kvcache_space_gib is not None:
             env["VLLM_CPU_KVCACHE_SPACE"] = f"{self.settings.cpu_kvcache_space_gib:g}"
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        # Dev mode only when asked for, whatever this process's environment says.
+        env.pop("VLLM_SERVER_DEV_MODE", None)
+        if self.settings.enable_weight_updates:
+            env["VLLM_SERVER_DEV_MODE"] = "1"
+        return env
+
+    async def startup(self) -> None:
+        port = free_port()
+        self.base_urls = [f"http://127.0.0.1:{port}/v1"]
+        env = self.vllm_env()
         command = self.vllm_command(port)
         logger.info("starting vLLM: %s", " ".join(command))
         self._vllm = subprocess.Popen(

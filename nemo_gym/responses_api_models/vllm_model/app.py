@@ -8,6 +8,10 @@ tokens (agents pass the output items back), the prompt is those tokens plus only
 the new messages (nemo_gym.chat_tokens, rendered by vLLM's `/tokenize`), sent to vLLM's `/v1/completions` as token
 ids. The earlier turns are never re-tokenized, so a trainer gets one contiguous sequence. Requests that declare
 tools keep the Chat Completions path (vLLM's tool-call parser works on that path only).
+
+A request with `max_total_sequence_length` (a trainer's max_seq_len) never makes prompt + generation longer: its
+max_tokens is lowered to the room the prompt leaves (counted with vLLM's `/tokenize` on the chat path), and a
+prompt that leaves no room gets the empty incomplete answer of a full context, which ends an agent's rollout.
 """
 
 import itertools
@@ -38,6 +42,25 @@ _CONTEXT_LENGTH = re.compile(r"maximum context length is|max_tokens must be at l
 
 def is_context_length_error(exc: RequestFailed) -> bool:
     return exc.status == 400 and bool(_CONTEXT_LENGTH.search(str(exc.body or exc.message)))
+
+
+def sequence_cap(params: dict[str, Any]) -> int | None:
+    """The request's `max_total_sequence_length` (popped from `params`), or None."""
+    cap = params.pop(protocol.MAX_SEQ_LEN_PARAM, None)
+    if cap is not None and (type(cap) is not int or cap < 1):
+        raise HandlerError(400, f"{protocol.MAX_SEQ_LEN_PARAM} must be a positive integer, got {cap!r}")
+    return cap
+
+
+def _within_cap(request: dict[str, Any], cap: int | None, prompt_length: int) -> bool:
+    """Lower the request's max_tokens to the room `prompt_length` leaves under `cap`; False if there is none."""
+    if cap is None:
+        return True
+    room = cap - prompt_length
+    if room < 1:
+        return False
+    request["max_tokens"] = min(request.get("max_tokens") or room, room)
+    return True
 
 
 def _as_list(base_url: str | list[str]) -> list[str]:
@@ -105,6 +128,7 @@ class VLLMModelServer(BaseServer):
         params = dict(body)
         default = self.settings.return_token_id_information
         with_tokens = bool(params.pop(protocol.RETURN_TOKENS_PARAM, default))
+        cap = sequence_cap(params)
         try:
             chat_request = protocol.to_chat_request(params, self.model)
             # NeMo Gym's per-request vLLM extras (its seed); as there, the request's own fields win.
@@ -116,7 +140,9 @@ class VLLMModelServer(BaseServer):
         if exact is not None:
             prompt_ids = await self._continue_exactly(base_url, params, *exact)
             if prompt_ids is not None:
-                return await self._complete_tokens(base_url, params, chat_request, prompt_ids)
+                return await self._complete_tokens(base_url, params, chat_request, prompt_ids, cap)
+        if cap is not None and not _within_cap(chat_request, cap, await self._prompt_length(base_url, chat_request)):
+            return protocol.incomplete_response(params, self.model)
         if with_tokens:
             chat_request.update(logprobs=True, return_token_ids=True)
         try:
@@ -138,6 +164,14 @@ class VLLMModelServer(BaseServer):
             headers=self._headers(), timeout_s=self.timeout_s,
         )
         return list(reply["tokens"])
+
+    async def _prompt_length(self, base_url: str, chat_request: dict[str, Any]) -> int:
+        """Tokens of the prompt vLLM's chat endpoint will build for `chat_request`."""
+        body = {"model": self.model, "messages": chat_request["messages"], "add_generation_prompt": True,
+                **{key: chat_request[key] for key in ("tools", "chat_template_kwargs") if key in chat_request}}
+        reply = await self.http.post_json(f"{base_url.removesuffix('/v1')}/tokenize", body, headers=self._headers(),
+                                          timeout_s=self.timeout_s)
+        return len(reply["tokens"])
 
     async def _assistant_closing(self, base_url: str) -> list[int]:
         if base_url not in self._closing:
@@ -161,9 +195,11 @@ class VLLMModelServer(BaseServer):
             return None
 
     async def _complete_tokens(self, base_url: str, params: dict[str, Any], chat_request: dict[str, Any],
-                               prompt_ids: list[int]) -> dict[str, Any]:
+                               prompt_ids: list[int], cap: int | None) -> dict[str, Any]:
         body = {k: v for k, v in chat_request.items() if k not in ("messages", "tools", "tool_choice")}
         body.update(prompt=prompt_ids, return_token_ids=True, logprobs=0)
+        if not _within_cap(body, cap, len(prompt_ids)):
+            return protocol.incomplete_response(params, self.model)
         try:
             completion = await self.http.post_json(
                 f"{base_url}/completions", body, headers=self._headers(), timeout_s=self.timeout_s)

@@ -102,6 +102,22 @@ def test_max_steps_bounds_a_model_that_always_calls_tools(stack: Stack) -> None:
     assert _types(reply.json()) == ["function_call", "function_call_output"] * 3
 
 
+@pytest.mark.parametrize("requested, calls", [(2, 2), (1, 1), (7, 3)])
+def test_the_requests_max_rollout_turns_lowers_max_steps(stack: Stack, requested: int, calls: int) -> None:
+    row = _weather_rows()[0]
+    row["responses_create_params"] = {**row["responses_create_params"], "max_rollout_turns": requested}
+    reply = _post(stack, "looping_agent", "/run", row)
+    assert reply.status_code == 200, reply.text
+    assert _types(reply.json()) == ["function_call", "function_call_output"] * calls
+
+
+def test_a_bad_max_rollout_turns_is_a_400(stack: Stack) -> None:
+    row = _weather_rows()[0]
+    row["responses_create_params"] = {**row["responses_create_params"], "max_rollout_turns": 0}
+    reply = _post(stack, "looping_agent", "/run", row)
+    assert reply.status_code == 400 and "max_rollout_turns" in reply.json()["error"]["message"]
+
+
 def test_v1_responses_runs_the_loop_without_verify(stack: Stack) -> None:
     params = _weather_rows()[1]["responses_create_params"]
     reply = _post(stack, "example_single_tool_call_simple_agent", "/v1/responses", params)

@@ -206,7 +206,8 @@ def test_openai_model_passes_responses_through(stubs, tmp_path: Path) -> None:
             "+policy_api_key=sk-openai-secret-9", "+policy_model_name=gpt-test"]
     with running_stack(args, tmp_path) as stack:
         item = {"type": "message", "role": "assistant", "content": "a", "generation_token_ids": [1]}
-        body = {"input": [item], "temperature": 0.1, protocol.RETURN_TOKENS_PARAM: True}
+        body = {"input": [item], "temperature": 0.1, protocol.RETURN_TOKENS_PARAM: True,
+                protocol.MAX_TURNS_PARAM: 3, protocol.MAX_SEQ_LEN_PARAM: 512}  # ours: OpenAI would reject them
         reply = post(stack.url("policy_model"), body)
         logs = "".join(p.read_text() for p in (tmp_path / "ng_logs").rglob("*.log"))
     assert reply.status_code == 200 and reply.json()["model"] == "gpt-test"
@@ -245,6 +246,33 @@ def test_real_vllm_max_output_tokens_and_too_long_prompt(real_model_url: str) ->
     reply = post(real_model_url, {"input": "hello " * 3000, "max_output_tokens": 8})
     assert reply.status_code == 200
     assert reply.json()["status"] == "incomplete" and reply.json()["output"] == []
+
+
+@pytest.mark.vllm
+def test_real_vllm_keeps_prompt_plus_generation_within_max_total_sequence_length(real_model_url: str) -> None:
+    story = {"input": [{"role": "user", "content": "Write a long story about a dragon."}], "temperature": 0.0,
+             "max_output_tokens": 24, protocol.RETURN_TOKENS_PARAM: True}
+    free = post(real_model_url, story).json()
+    prompt = protocol.token_info(free["output"][-1])["prompt_token_ids"]
+    assert free["usage"]["output_tokens"] == 24  # uncapped, the story runs to max_output_tokens
+    cap = len(prompt) + 8
+    capped = post(real_model_url, {**story, protocol.MAX_SEQ_LEN_PARAM: cap}).json()  # the chat path
+    info = protocol.token_info(capped["output"][-1])
+    assert info["prompt_token_ids"] == prompt and len(info["generation_token_ids"]) == 8
+    assert capped["status"] == "incomplete"
+    # A second turn continues the first's exact tokens (the token path); its cap counts those tokens too.
+    follow = {**story, "input": [*story["input"], *capped["output"], {"role": "user", "content": "Go on."}]}
+    second = protocol.token_info(post(real_model_url, follow).json()["output"][-1])
+    room = 4
+    capped_second = post(real_model_url, {**follow, protocol.MAX_SEQ_LEN_PARAM: len(second["prompt_token_ids"]) + room})
+    info = protocol.token_info(capped_second.json()["output"][-1])
+    assert info["prompt_token_ids"] == second["prompt_token_ids"] and len(info["generation_token_ids"]) == room
+    # No room left: the empty incomplete answer of a full context, on either path, without calling vLLM to fail.
+    for body, length in ((story, len(prompt)), (follow, len(second["prompt_token_ids"]))):
+        full = post(real_model_url, {**body, protocol.MAX_SEQ_LEN_PARAM: length}).json()
+        assert full["status"] == "incomplete" and full["output"] == []
+    bad = post(real_model_url, {**story, protocol.MAX_SEQ_LEN_PARAM: "lots"})
+    assert bad.status_code == 400 and protocol.MAX_SEQ_LEN_PARAM in bad.json()["error"]["message"]
 
 
 @pytest.mark.vllm

@@ -1,0 +1,99 @@
+"""New weights into one running vLLM server, through its dev-mode endpoints (vLLM 0.32, VLLM_SERVER_DEV_MODE=1).
+
+They sit at the server root, not under /v1:
+  POST /pause?mode=keep              freeze the requests in flight (they go on after /resume, on the new weights)
+  POST /collective_rpc               {"method": "reload_weights", "kwargs": {"weights_path": DIR}} on every worker
+  POST /update_weight_version        {"new_version": "N"}: the label GET /weight_info reports
+  POST /reset_prefix_cache           drop cached prefixes; `reset_running_requests=true` also preempts running
+                                     requests, which then recompute their keys and values with the new weights
+  POST /resume
+A server without dev mode answers 404 on all of them. Every call is bounded; failures come back as text naming the
+step and the failure class, for WeightUpdateError.
+"""
+
+import asyncio
+from typing import Any, Optional
+
+from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed
+
+# /resume and the version check after a load: quick calls, bounded on their own so that a replica is resumed even
+# when the load used up the update's timeout.
+CONTROL_TIMEOUT_S = 30.0
+DEV_MODE_HINT = "start vLLM with VLLM_SERVER_DEV_MODE=1 (local_vllm_model: enable_weight_updates: true)"
+
+
+def server_root(base_url: str) -> str:
+    """The server root of an OpenAI base URL (vLLM's dev endpoints are there, not under /v1)."""
+    return base_url.removesuffix("/v1")
+
+
+def _why(step: str, exc: BaseException) -> str:
+    if isinstance(exc, RequestFailed):
+        hint = f"; {DEV_MODE_HINT}" if exc.status == 404 else ""
+        return f"{exc.failure_class} at {step}: {exc.message}{hint}"
+    return f"timeout at {step}: no answer in time"
+
+
+async def _call(http: HttpClient, root: str, path: str, body: Any, timeout_s: float, headers: dict[str, str]) -> Any:
+    return await http.request_json("GET" if body is None else "POST", f"{root}{path}", body, headers=headers,
+                                   timeout_s=timeout_s, retry=NO_RETRY)
+
+
+async def reload_replica(http: HttpClient, root: str, weights_path: str, version: int, timeout_s: float,
+                         headers: dict[str, str]) -> Optional[str]:
+    """Pause `root` (keep), load `weights_path`, label it `version`, resume; None once it reports `version`, else
+    why not. The pause, load and label take at most `timeout_s`; /resume is sent even when they failed, unless the
+    server refused the pause itself (then nothing was paused)."""
+    failure: Optional[str] = None
+    refused_pause = False
+    step = "pause"
+    try:
+        async with asyncio.timeout(timeout_s):
+            await _call(http, root, "/pause?mode=keep", {}, timeout_s, headers)
+            step = "reload_weights"
+            await _call(http, root, "/collective_rpc",
+                        {"method": "reload_weights", "kwargs": {"weights_path": weights_path}}, timeout_s, headers)
+            step = "update_weight_version"
+            await _call(http, root, "/update_weight_version", {"new_version": str(version)}, timeout_s, headers)
+            # Cached prefixes hold keys and values of the old weights. vLLM drops them only when no request holds
+            # blocks; with requests frozen by the pause it answers success=false and keeps them: that is what
+            # invalidate_kv_cache (reset_running_requests) is for.
+            step = "reset_prefix_cache"
+            await _call(http, root, "/reset_prefix_cache", {}, timeout_s, headers)
+    except (RequestFailed, TimeoutError) as exc:
+        failure = _why(step, exc)
+        refused_pause = step == "pause" and isinstance(exc, RequestFailed) and exc.failure_class == "http_4xx"
+    except asyncio.CancelledError:  # the caller gave up (e.g. Ctrl-C): still try not to leave the replica paused
+        try:
+            async with asyncio.timeout(CONTROL_TIMEOUT_S):
+                await _call(http, root, "/resume", {}, CONTROL_TIMEOUT_S, headers)
+        except (RequestFailed, TimeoutError):
+            pass
+        raise
+    if refused_pause:
+        return failure
+    try:
+        async with asyncio.timeout(CONTROL_TIMEOUT_S):
+            await _call(http, root, "/resume", {}, CONTROL_TIMEOUT_S, headers)
+    except (RequestFailed, TimeoutError) as exc:
+        return "; ".join(filter(None, [failure, f"{_why('resume', exc)} (generation may stay paused)"]))
+    if failure is not None:
+        return failure
+    try:
+        async with asyncio.timeout(CONTROL_TIMEOUT_S):
+            reported = (await _call(http, root, "/weight_info", None, CONTROL_TIMEOUT_S, headers))["weight_version"]
+    except (RequestFailed, TimeoutError) as exc:
+        return _why("weight_info", exc)
+    except (KeyError, TypeError) as exc:
+        return f"invalid_response at weight_info: {type(exc).__name__}: {exc}"
+    if reported != str(version):
+        return f"version_mismatch: the replica reports weight version {reported!r} after the load"
+    return None
+
+
+async def reset_replica_kv(http: HttpClient, root: str, timeout_s: float, headers: dict[str, str]) -> bool:
+    """Drop `root`'s cached keys and values, preempting running requests so they recompute theirs; True when vLLM
+    reports success. RequestFailed or TimeoutError when it cannot be reached in `timeout_s`."""
+    async with asyncio.timeout(timeout_s):
+        reply = await _call(http, root, "/reset_prefix_cache?reset_running_requests=true", {}, timeout_s, headers)
+    return bool(reply["success"])
