@@ -7,6 +7,7 @@ guessing at it.
 """
 
 import asyncio
+import concurrent.futures
 from typing import Any, AsyncIterable, Awaitable, Callable
 
 import aiohttp
@@ -178,3 +179,38 @@ class HttpClient:
             raise RequestFailed(
                 "invalid_response", f"invalid JSON from {url} ({len(raw)} bytes)", url=url, status=status
             ) from None
+
+
+async def _get_once(url: str, timeout_s: float) -> tuple[int, bytes]:
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
+            async with session.get(url) as response:
+                return response.status, await response.read()
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise _transport_failure(exc, url) from None
+
+
+def get_blocking(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:
+    """GET `url` from synchronous code (start-up polls, one-shot commands): its status and raw body, or
+    `RequestFailed` when no reply came. It runs a loop of its own, in a worker thread when called inside one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_get_once(url, timeout_s))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(asyncio.run, _get_once(url, timeout_s)).result()
+
+
+def get_json_blocking(url: str, timeout_s: float = 5.0) -> Any:
+    """`get_blocking` for a JSON reply: the decoded body, or `RequestFailed` for an HTTP error or a body that is
+    not JSON."""
+    status, raw = get_blocking(url, timeout_s)
+    if status >= 400:
+        raise RequestFailed("http_5xx" if status >= 500 else "http_4xx", f"HTTP {status} from {url}", url=url,
+                            status=status, body=_error_body(raw))
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise RequestFailed("invalid_response", f"invalid JSON from {url} ({len(raw)} bytes)", url=url,
+                            status=status) from None

@@ -43,6 +43,7 @@ MATERIALIZED_INPUTS_SUFFIX = "_materialized_inputs.jsonl"
 MANIFEST_SUFFIX = "_manifest.json"
 AGGREGATE_METRICS_SUFFIX = "_aggregate_metrics.json"
 REPORT_SUFFIX = "_report.html"
+COLLECT_LOG_SUFFIX = "_collect.log"  # the collector's own log
 PREPARED_INPUTS_SUFFIX = "_inputs.jsonl"  # `_<split>_inputs.jsonl`
 # Sidecars that match a `*.jsonl` glob but never hold rollouts.
 JSONL_SIDECAR_SUFFIXES = (FAILURES_SUFFIX, MATERIALIZED_INPUTS_SUFFIX, PREPARED_INPUTS_SUFFIX)

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+bash scripts/setup.sh        # what the main job needs
+bash scripts/setup_tests.sh  # what only the tests need
 
 started=$(date +%s)
 set +e

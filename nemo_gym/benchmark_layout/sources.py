@@ -1,8 +1,8 @@
 """What the benchmarks' prepare.py files share: reading a public dataset file the user downloaded, and writing rows.
 
-Sources are JSONL (one JSON object a line), the format the public copies of these datasets come in or convert to
-in one line (`datasets.load_dataset(...)["test"].to_json("x.jsonl")`). Errors name the file, the line and the
-field, so a bad record is found without opening the file.
+Sources are JSONL (one JSON object a line), the format the public copies of these datasets come in, or what Hugging
+Face hands out: a parquet file or a local `datasets` folder (tabular.py). Errors name the file, the line (the
+record's number) and the field, so a bad record is found without opening the file.
 """
 
 import os
@@ -12,21 +12,25 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from nemo_gym.benchmark_layout.discover import shown
+from nemo_gym.benchmark_layout.tabular import is_tabular, iter_table_records
 from nemo_gym.errors import ConfigError, InputDataError
 from nemo_gym.jsonl_records import iter_records
 
 
 def require_source(source: Path | None, benchmark: str, where_to_get: str) -> Path:
-    """The source file given with +source, which must exist; `where_to_get` tells a user without one what to do."""
+    """The source (file or dataset folder) given with +source, which must exist; `where_to_get` tells a user
+    without one what to do."""
     if source is None:
         raise ConfigError(f"benchmark '{benchmark}' needs +source=<file>: {where_to_get}")
-    if not source.is_file():
+    if not source.exists():
         raise ConfigError(f"+source={source}: file not found")
     return source
 
 
 def read_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """('file:line', record) for every non-blank line of a JSONL file."""
+    """('file:line', record) for every record of a JSONL file, a parquet file or a Hugging Face dataset folder."""
+    if is_tabular(path):
+        return iter_table_records(path, shown(path))
     return iter_records(path, shown(path))
 
 

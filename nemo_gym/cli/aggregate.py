@@ -12,14 +12,13 @@ Exit status: 0 done, 1 a server failed or could not be reached (run it again onc
 matching files, malformed rows, shards from different runs).
 """
 
-from nemo_gym.cli.common import CommandHelp, run_cli
-from nemo_gym.config import load_global_config
+from nemo_gym.cli.common import CommandHelp, run_cli, load_config
 from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.rollout_collection import RolloutAggregationConfig, RolloutAggregationHelper, run_async
 
 
 def main_args(argv: list[str]) -> int:
-    config = RolloutAggregationConfig.from_global(load_global_config(argv, require_complete=False))
+    config = RolloutAggregationConfig.from_global(load_config(argv, require_complete=False))
     run_async(RolloutAggregationHelper().run_from_config(config))
     return 0
 

@@ -1,6 +1,6 @@
-"""ng_collect_rollouts: run every row of an input JSONL through its agent and write the scored rollouts.
+r"""ng_collect_rollouts: run every row of an input JSONL through its agent and write the scored rollouts.
 
-    ng_collect_rollouts +agent_name=math_simple_agent +input_jsonl_fpath=data/x.jsonl \
+    ng_collect_rollouts +agent_name=math_simple_agent +input_jsonl_fpath=nemo_gym/resources_servers/math/data/arithmetic_example.jsonl \
         +output_jsonl_fpath=out/r.jsonl +num_repeats=4 +num_samples_in_parallel=64
 
 Exit status: 0 all rollouts collected, 1 some failed (see <stem>_failures.jsonl), aggregation failed or a server
@@ -8,14 +8,13 @@ Exit status: 0 all rollouts collected, 1 some failed (see <stem>_failures.jsonl)
 with +resume_from_cache=true).
 """
 
-from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_c
-from nemo_gym.config import load_global_config
+from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_c, load_config
 from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper, run_async
 
 
 def main_args(argv: list[str]) -> int:
-    config = RolloutCollectionConfig.from_global(load_global_config(argv, require_complete=False))
+    config = RolloutCollectionConfig.from_global(load_config(argv, require_complete=False))
     # Finished rollouts are already on disk, so a stop only loses the ones in flight; the next run resumes them.
     stop_on_sigterm_like_ctrl_c()
     return 0 if run_async(RolloutCollectionHelper().run_from_config(config)).ok else 1

@@ -8,11 +8,18 @@ may succeed later); 130 interrupted.
 import signal
 import sys
 from dataclasses import dataclass, field
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Sequence
 
+import yaml
 from pydantic import BaseModel
 
+import nemo_gym
+from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.config.help import help_lines
+from nemo_gym.config.loader import GlobalConfig, load_global_config
+from nemo_gym.config.redact import redact_everywhere
+from nemo_gym.config.typed import build
 from nemo_gym.errors import DownstreamError, NemoGymError
 
 EXIT_DOWNSTREAM = 1
@@ -20,6 +27,13 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
 HELP_FLAGS = ("-h", "--help")
+VERSION_FLAG = "--version"
+
+
+def version() -> str:
+    """The package's own version (tests/config/test_shortcuts.py keeps it equal to pyproject's). Not the installed
+    distribution's: NeMo Gym's distribution has the same name, and may be what the metadata finds."""
+    return nemo_gym.__version__
 
 
 @dataclass(frozen=True)
@@ -32,18 +46,35 @@ class CommandHelp:
     notes: str = ""
 
     def render(self) -> str:
-        lines = [f"usage: {self.command} [+key=value ...]", "", self.doc.strip(), ""]
+        usage = f"usage: {self.command} [+key=value ...]" if self.options else f"usage: {self.command}"
+        lines = [usage, "", self.doc.strip(), ""]
         for title, settings, prefix in self.options:
             lines += [f"{title}:", *help_lines(settings, prefix), ""]
         if not self.options:
-            lines += ["This command takes no options.", ""]
+            lines += [f"{self.command} takes no options (only --help and --version).", ""]
         if self.notes:
             lines += [self.notes.strip(), ""]
-        lines.append("Every option is a Hydra-style override (+key=value); docs/configuration.md lists them all.")
+        if self.options:
+            lines.append("Every option is a Hydra-style override (+key=value); docs/configuration.md lists them all.")
+        lines.append(f"{VERSION_FLAG} prints the version.")
         return "\n".join(lines)
 
 
+def load_config(argv: Sequence[str], require_complete: bool = True) -> GlobalConfig:
+    """The command's global config; with +print_config=true, print it (secrets redacted) and exit 0 instead."""
+    config = load_global_config(argv, require_complete=require_complete)
+    if build(LoaderSettings, config.values).print_config:
+        shown = {key: value for key, value in config.values.items() if key != "print_config"}
+        print(yaml.safe_dump(redact_everywhere(shown), sort_keys=False, default_flow_style=False), end="")
+        sys.exit(0)
+    return config
+
+
 def run_cli(main: Callable[[list[str]], int | None], command_help: CommandHelp | None = None) -> None:
+    if VERSION_FLAG in sys.argv[1:]:
+        command = command_help.command if command_help else Path(sys.argv[0]).name
+        print(f"{command} (nemo_gym) {version()}")
+        sys.exit(0)
     if command_help is not None and any(arg in HELP_FLAGS for arg in sys.argv[1:]):
         print(command_help.render())
         sys.exit(0)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from nemo_gym.benchmark_layout import find_benchmark, find_benchmarks, prepare_benchmark
 from nemo_gym.benchmark_layout.discover import shown
-from nemo_gym.cli.common import CommandHelp, run_cli
-from nemo_gym.config.loader import COMMAND_LINE, load_global_config
+from nemo_gym.cli.common import CommandHelp, run_cli, load_config
+from nemo_gym.config.loader import COMMAND_LINE
 from nemo_gym.config.typed import Settings, Text
 from nemo_gym.errors import ConfigError
 
@@ -28,7 +28,7 @@ OWN_KEYS = tuple(PrepareSettings.model_fields)
 
 
 def main_args(argv: list[str]) -> int:
-    config = load_global_config(argv, require_complete=False)
+    config = load_config(argv, require_complete=False)
     command_line = next(source.cfg for source in config.sources if source.name == COMMAND_LINE)
     name = config.values.get("benchmark")
     if not name:

@@ -1,4 +1,4 @@
-"""ng_run: start the head server and every configured server, print where they are, stop them all on exit.
+r"""ng_run: start the head server and every configured server, print where they are, stop them all on exit.
 
     ng_run "+config_paths=[nemo_gym/resources_servers/math/configs/math.yaml,configs/vllm_model.yaml]" \
         +policy_base_url=http://127.0.0.1:8000/v1
@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli
-from nemo_gym.config import load_global_config
+from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli, load_config
 from nemo_gym.config.global_settings import RunSettings
+from nemo_gym.config.shortcuts import ModelShortcuts
 from nemo_gym.config.typed import build
 from nemo_gym.errors import ConfigError
 from nemo_gym.server.supervisor import Supervisor
@@ -29,7 +29,7 @@ def _raise_stop(signum: int, frame: object) -> None:
 
 
 def main_args(argv: list[str]) -> int:
-    config = load_global_config(argv)
+    config = load_config(argv)
     settings = build(RunSettings, config.values)
     if not config.servers():
         raise ConfigError("the config defines no servers (pass +config_paths=[...])")
@@ -60,7 +60,7 @@ def main_args(argv: list[str]) -> int:
         print("all servers stopped", flush=True)
 
 
-HELP = CommandHelp("ng_run", __doc__, [("Options", RunSettings, "")],
+HELP = CommandHelp("ng_run", __doc__, [("Options", RunSettings, ""), ("Policy model shortcuts", ModelShortcuts, "")],
                    notes="Each server's settings (checked before any server starts): see docs/configuration.md.")
 
 

@@ -8,13 +8,12 @@ with ng_run by polling this (or our head server's GET /status), never by reading
 
 import asyncio
 
-import httpx
 
-from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli
+from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli, load_config
 from nemo_gym.compat.head_detect import NATIVE, HeadListing, detect_head
-from nemo_gym.config import load_global_config
+
 from nemo_gym.config.global_settings import LoaderSettings
-from nemo_gym.http_client import NO_RETRY, HttpClient
+from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed, get_json_blocking
 from nemo_gym.server.client import fetch_status, head_url_from_config
 
 
@@ -29,18 +28,18 @@ async def _listing(head_url: str) -> HeadListing:
 def _probe_liveness(servers: list[dict]) -> list[dict]:
     """NeMo Gym's servers have no /health; each answers liveness at `/`."""
     rows = []
-    with httpx.Client(timeout=5.0, trust_env=False) as client:
-        for server in servers:
-            try:
-                health = client.get(f"{server['url']}/").json().get("status", "?")
-            except (httpx.TransportError, ValueError):
-                health = "unreachable"
-            rows.append({**server, "health": health})
+    for server in servers:
+        try:
+            reply = get_json_blocking(f"{server['url']}/", timeout_s=5.0)
+            health = reply.get("status", "?") if isinstance(reply, dict) else "?"
+        except RequestFailed as exc:
+            health = "unreachable" if exc.status is None else "?"
+        rows.append({**server, "health": health})
     return rows
 
 
 def main_args(argv: list[str]) -> int:
-    head_url = head_url_from_config(load_global_config(argv, require_complete=False).values)
+    head_url = head_url_from_config(load_config(argv, require_complete=False).values)
     listing = asyncio.run(_listing(head_url))  # a one-line error when there is no head server
     if listing.kind == NATIVE:
         status = fetch_status(head_url)  # our head server checks every server's /health itself

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from nemo_gym.cli.common import CommandHelp, run_cli
-from nemo_gym.config import load_global_config
+from nemo_gym.cli.common import CommandHelp, run_cli, load_config
 from nemo_gym.config.typed import Text
 from nemo_gym.rollout_collection.config import _FromGlobal
 from nemo_gym.server.supervisor import free_port
@@ -47,7 +46,7 @@ def _say(message: str) -> None:
 
 
 def main_args(argv: list[str]) -> int:
-    config = ViewConfig.from_global(load_global_config(argv, require_complete=False))
+    config = ViewConfig.from_global(load_config(argv, require_complete=False))
     cache = Path(config.index_dir) if config.index_dir else default_cache_root()
     runs = {"a": open_run(config.input_glob, "a", cache, _say)}
     if config.compare_glob:

@@ -17,6 +17,8 @@ class LoaderSettings(Settings):
     config_paths: list[Text] = Field(default_factory=list)
     """YAML files merged in order (then env.yaml, then the command line); each file's own config_paths follow it."""
     head_server: HeadServerSettings = Field(default_factory=HeadServerSettings)
+    print_config: bool = False
+    """Print the merged, resolved config (secrets redacted) and exit without running anything."""
 
 
 class RunSettings(LoaderSettings):

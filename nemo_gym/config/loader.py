@@ -22,6 +22,7 @@ from omegaconf.errors import InterpolationKeyError, MissingMandatoryValue, Omega
 from nemo_gym.config.inherit import apply_directives
 from nemo_gym.config.sections import check_sections, referenced_sections
 from nemo_gym.config.servers import ServerSpec, parse_server_tree
+from nemo_gym.config.shortcuts import apply_model_shortcuts
 from nemo_gym.errors import ConfigError, one_line
 
 ENV_YAML = "env.yaml"
@@ -196,6 +197,7 @@ def load_global_config(argv: Sequence[str] = (), cwd: Path | None = None, requir
     if config_paths:
         raw[CONFIG_PATHS] = config_paths
     aliases = apply_directives(raw, lambda key: _source_of(sources, key))
+    apply_model_shortcuts(raw)
     # A section is in use when an interpolation names it or a directive read from it.
     referenced = referenced_sections(raw) | {path.split(".")[0] for paths in aliases.values() for path in paths}
     values = _resolve(OmegaConf.create(raw), sources, aliases, require_complete)

@@ -42,3 +42,20 @@ def secret_values(obj: Any) -> set[str]:
             found |= secret_values(v)
     # Placeholder values are not secrets worth scrubbing (and would mangle every log line).
     return {s for s in found if len(s) >= 4}
+
+
+def _scrub(obj: Any, secrets: set[str]) -> Any:
+    if isinstance(obj, str):
+        for secret in secrets:
+            obj = obj.replace(secret, REDACTED)
+        return obj
+    if isinstance(obj, dict):
+        return {k: _scrub(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_scrub(v, secrets) for v in obj]
+    return obj
+
+
+def redact_everywhere(obj: Any) -> Any:
+    """`redact_secrets`, and every copy of a secret elsewhere (an interpolation, a URL holding a token) too."""
+    return _scrub(redact_secrets(obj), secret_values(obj))

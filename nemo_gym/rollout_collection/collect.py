@@ -18,11 +18,14 @@ from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
-from nemo_gym.rollout_collection.manifest import changed_fields, fingerprint, read_manifest, write_manifest
+from nemo_gym.rollout_collection.dry_run import plan_collection
+from nemo_gym.rollout_collection.manifest import fingerprint, write_manifest
 from nemo_gym.rollout_collection.progress import Progress
+from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes, file_size
 from nemo_gym.rollout_collection.prompt import PromptConfig, load_prompt_config
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.runner import Runner, RunLimits
+from nemo_gym.rollout_collection.run_log import RunLog
 from nemo_gym.rollout_collection.store import (
     AppendFile,
     compact_failures,
@@ -31,8 +34,9 @@ from nemo_gym.rollout_collection.store import (
     repair_torn_tail,
     scan_done,
 )
+from nemo_gym.rollout_collection.tokens import TokenTally
 from nemo_gym.rollout_collection.wandb_upload import WandbUploader, require_wandb_login, start_wandb_upload
-from nemo_gym.run_format import MANIFEST_FINGERPRINT, report_path
+from nemo_gym.run_format import report_path
 from nemo_gym.server.client import ServerClient
 
 AGENT_KIND = "responses_api_agents"
@@ -58,6 +62,14 @@ class CollectionSummary:
     aggregate_metrics_fpath: Path | None = None
     metric_summaries: list[dict] = field(default_factory=list)  # per agent: agent_ref, agent_metrics, key_metrics
     aggregation_error: str | None = None
+    dry_run: bool = False  # +dry_run=true: validated and planned, nothing run
+    tokens: TokenTally = field(default_factory=TokenTally)  # usage reported by this run's rollouts
+
+    @classmethod
+    def planned(cls, config: RolloutCollectionConfig, rollouts: int) -> "CollectionSummary":
+        """What a dry run reports: the rollouts it would run, none run."""
+        return cls(config.output_path, config.failures_jsonl_fpath, total=rollouts, already_done=0, succeeded=0,
+                   failed=0, dry_run=True)
 
     @property
     def ok(self) -> bool:
@@ -76,10 +88,6 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def _size(path: Path) -> int:
-    return path.stat().st_size if path.is_file() else 0
-
-
 async def _agent_urls(servers: ServerClient) -> dict[str, str]:
     listing = await servers.servers()  # raises a one-line error at once when the head server is unreachable
     agents = {name: entry["url"] for name, entry in listing.items() if entry.get("kind") == AGENT_KIND}
@@ -88,23 +96,10 @@ async def _agent_urls(servers: ServerClient) -> dict[str, str]:
     return agents
 
 
-def _check_fresh(config: RolloutCollectionConfig) -> None:
-    for path in (config.output_path, config.failures_jsonl_fpath):
-        if _size(path):
-            raise NemoGymError(
-                f"{path} already holds results of an earlier run; pass +resume_from_cache=true to continue that "
-                f"run, or delete it (and {config.failures_jsonl_fpath.name}, {config.manifest_fpath.name}) to start over"
-            )
-
-
 def _resume(config: RolloutCollectionConfig, plan: InputPlan, fp: dict) -> tuple[KeySet, dict[tuple[int, int], int]]:
     output, failures = config.output_path, config.failures_jsonl_fpath
-    if _size(output) or _size(failures):
-        manifest = read_manifest(config.manifest_fpath)
-        changes = (
-            [f"no manifest ({config.manifest_fpath.name}) to compare with"]
-            if manifest is None else changed_fields(manifest[MANIFEST_FINGERPRINT], fp)
-        )
+    changes = config_changes(config, fp)
+    if changes is not None:
         if changes and not config.resume_ignore_config_change:
             raise NemoGymError(
                 f"refusing to resume {output}: this run differs from the one that wrote it ("
@@ -159,7 +154,7 @@ def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptCo
         if config.resume_from_cache:
             done, prior = _resume(config, plan, fp)
         else:
-            _check_fresh(config)
+            check_fresh(config)
             done, prior = KeySet(plan.rollouts_per_task), {}
         os.replace(tmp, config.materialized_jsonl_fpath)
         write_manifest(config.manifest_fpath, fp, config.input_jsonl_fpath, plan)
@@ -168,7 +163,7 @@ def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptCo
         tmp.unlink(missing_ok=True)
         if out_file is not None:
             out_file.close()
-        if not existed and _size(output) == 0:
+        if not existed and file_size(output) == 0:
             output.unlink(missing_ok=True)
         for directory in created:
             try:
@@ -197,22 +192,33 @@ async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: Tex
     try:
         servers = ServerClient(config.head_server_url, http)
         agent_urls = await _agent_urls(servers)
+        if config.dry_run:
+            plan = plan_collection(config, set(agent_urls), prompt, seed_top_level=servers.head_kind != NEMO_GYM)
+            return CollectionSummary.planned(config, plan.shard_rollouts)
         state = _prepare(config, set(agent_urls), prompt, seed_top_level=servers.head_kind != NEMO_GYM)
-        uploader = start_wandb_upload(config) if config.upload_rollouts_to_wandb else None
-        try:
-            summary = await _run(config, state, http, agent_urls, progress_stream, uploader)
-            if not config.disable_aggregation:
-                await _aggregate(config, summary, servers)
-        except BaseException:
-            if uploader:
-                uploader.abort()
-            raise
-        if uploader:
-            uploader.finish(summary.metric_summaries,
-                            [config.aggregate_metrics_fpath, report_path(config.aggregate_metrics_fpath)])
+        with RunLog(config.collect_log_fpath) as log:
+            summary = await _collect(config, state, http, agent_urls, log.tee(progress_stream), servers)
+            print_summary(summary)
     finally:
         await http.aclose()
-    print_summary(summary)
+    return summary
+
+
+async def _collect(config: RolloutCollectionConfig, state: _RunState, http: HttpClient, agent_urls: dict[str, str],
+                   progress_stream: TextIO, servers: ServerClient) -> CollectionSummary:
+    """Run the rollouts, aggregate their metrics, and finish (or abort) the W&B upload."""
+    uploader = start_wandb_upload(config) if config.upload_rollouts_to_wandb else None
+    try:
+        summary = await _run(config, state, http, agent_urls, progress_stream, uploader)
+        if not config.disable_aggregation:
+            await _aggregate(config, summary, servers)
+    except BaseException:
+        if uploader:
+            uploader.abort()
+        raise
+    if uploader:
+        uploader.finish(summary.metric_summaries,
+                        [config.aggregate_metrics_fpath, report_path(config.aggregate_metrics_fpath)])
     return summary
 
 
@@ -224,6 +230,8 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, http: HttpClie
     limits = RunLimits(RolloutPolicy.from_config(config), config.max_total_attempts)
     failures = AppendFile(config.failures_jsonl_fpath)
     runner = Runner(http, agent_urls, limits, state.output, failures, state.done, state.prior_attempts, progress)
+    tokens = TokenTally()
+    runner.row_listeners.append(tokens.on_row)
     if uploader:
         runner.row_listeners.append(uploader.on_row)
     _say(f"collecting {plan.shard_rollouts - progress.initial} of {plan.shard_rollouts} rollouts "
@@ -255,11 +263,12 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, http: HttpClie
         elapsed_s=elapsed,
         rollouts_per_s=(stats.succeeded + stats.failed) / elapsed if elapsed > 0 else 0.0,
         mean_reward=progress.mean_reward,
+        tokens=tokens,
     )
 
 
 async def _aggregate(config: RolloutCollectionConfig, summary: CollectionSummary, servers: ServerClient) -> None:
-    if not _size(config.output_path):
+    if not file_size(config.output_path):
         return  # nothing succeeded (or an empty shard): no metrics, and the failures already say why
     try:
         result = await aggregate_rollouts([config.output_path], config.aggregate_metrics_fpath, servers)
@@ -275,6 +284,9 @@ def print_summary(summary: CollectionSummary) -> None:
     _say(f"done: {summary.succeeded} rollouts collected in {summary.elapsed_s:.1f} s "
          f"({summary.rollouts_per_s:.1f}/s, mean reward {mean}); {summary.already_done} were already done; "
          f"{summary.total} in this run")
+    token_line = summary.tokens.summary_line(summary.elapsed_s)
+    if token_line:
+        _say(token_line)
     _say(f"rollouts: {summary.output_jsonl_fpath}")
     if summary.aggregate_metrics_fpath:
         _say(f"metrics: {summary.aggregate_metrics_fpath}")

@@ -17,6 +17,7 @@ from nemo_gym.config.typed import FilePath, Settings, Text, build, check_unknown
 from nemo_gym.errors import ConfigError
 from nemo_gym.run_format import (
     AGGREGATE_METRICS_SUFFIX,
+    COLLECT_LOG_SUFFIX,
     FAILURES_SUFFIX,
     MANIFEST_SUFFIX,
     MATERIALIZED_INPUTS_SUFFIX,
@@ -94,6 +95,13 @@ class SharedRolloutCollectionConfig(_FromGlobal):
     """Rollouts per W&B table chunk, logged as soon as they are written."""
     limit: int | None = Field(None, ge=0)
     """Use only the first N input rows; 0 or null means every row (as in NeMo Gym)."""
+    sample: int | None = Field(None, ge=1)
+    """Use a random N of the input rows (of the first `limit`, if given), the same N for the same sample_seed."""
+    sample_seed: int = 0
+    """Seed that chooses the +sample rows; both are recorded in the run's manifest."""
+    dry_run: bool = False
+    """Validate every input row, the agents and the run's fingerprint, print the planned rollouts, and exit 0
+    without running any rollout (ng_e2e_collect_rollouts starts no server)."""
     num_repeats: int | dict[str, Any] | None = None
     """Rollouts per row: an integer, or per agent {agent_name: n, _default: n}; null means 1."""
     num_repeats_add_seed: bool = False
@@ -192,6 +200,10 @@ class SharedRolloutCollectionConfig(_FromGlobal):
     @property
     def manifest_fpath(self) -> Path:
         return sidecar(self.output_jsonl_fpath, MANIFEST_SUFFIX)
+
+    @property
+    def collect_log_fpath(self) -> Path:
+        return sidecar(self.output_jsonl_fpath, COLLECT_LOG_SUFFIX)
 
     @property
     def aggregate_metrics_fpath(self) -> Path:

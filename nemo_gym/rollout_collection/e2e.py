@@ -8,6 +8,7 @@ resumed run finds the same file (same fingerprint) again. Preparing applies each
 """
 
 import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +26,11 @@ from nemo_gym.rollout_collection.config import (
     RolloutCollectionConfig,
     SharedRolloutCollectionConfig,
 )
+from nemo_gym.rollout_collection.dry_run import plan_collection
 from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError, load_prompt_config
 from nemo_gym.rollout_collection.runner import run_async
 from nemo_gym.run_format import AGENT_REF, CREATE_PARAMS, NUM_REPEATS
+from nemo_gym.server.settings_check import check_server_settings
 from nemo_gym.server.supervisor import Supervisor
 
 
@@ -88,9 +91,11 @@ def _missing(dataset: SplitDataset) -> InputDataError:
     return InputDataError(f"dataset {dataset.path} of agent '{dataset.agent}' ({dataset.where}) not found; {fix}")
 
 
-def prepare_split_inputs(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) -> Path:
-    """Write (or, with reuse_existing_data_preparation, reuse) the split's input file; returns its path."""
-    dest = config.prepared_inputs_fpath
+def prepare_split_inputs(config: E2ERolloutCollectionConfig, global_config: GlobalConfig,
+                         dest: Path | None = None) -> Path:
+    """Write (or, with reuse_existing_data_preparation, reuse) the split's input file; returns its path (by default
+    next to the output)."""
+    dest = dest or config.prepared_inputs_fpath
     if config.reuse_existing_data_preparation and dest.is_file():
         print(f"reusing prepared {config.split} inputs {dest}", flush=True)
         return dest
@@ -132,7 +137,23 @@ def collection_config(config: E2ERolloutCollectionConfig, inputs: Path, head_url
     return RolloutCollectionConfig(**shared, input_jsonl_fpath=str(inputs))
 
 
+def plan_e2e(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) -> CollectionSummary:
+    """+dry_run=true: check every server's settings and every row of the split against the configured agents, and
+    print the plan; the inputs are prepared in a temporary folder and no server starts."""
+    check_server_settings(global_config)
+    agents = {spec.name for spec in global_config.servers().values() if spec.kind == AGENT_KIND}
+    with tempfile.TemporaryDirectory(prefix="ng_dry_run_") as scratch:
+        reuse = config.reuse_existing_data_preparation and config.prepared_inputs_fpath.is_file()
+        inputs = prepare_split_inputs(config, global_config,
+                                      None if reuse else Path(scratch) / config.prepared_inputs_fpath.name)
+        collection = collection_config(config, inputs, "(not started)")
+        plan = plan_collection(collection, agents, None)
+    return CollectionSummary.planned(collection, plan.shard_rollouts)
+
+
 def e2e_collect_rollouts(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) -> CollectionSummary:
+    if config.dry_run:
+        return plan_e2e(config, global_config)
     inputs = prepare_split_inputs(config, global_config)
     log_dir = Path(config.log_dir or Path("ng_logs") / time.strftime("%Y%m%d-%H%M%S"))
     supervisor = Supervisor(global_config, log_dir)

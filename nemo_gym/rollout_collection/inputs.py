@@ -19,6 +19,7 @@ from nemo_gym.rollout_collection.keys import AGENT_REF, NUM_REPEATS, TASK_INDEX,
 from nemo_gym.rollout_collection.keys import CREATE_PARAMS as RCP
 from nemo_gym.rollout_collection.params_types import wrong_field_type
 from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError
+from nemo_gym.rollout_collection.sampling import sampled_positions
 from nemo_gym.rollout_collection.task_groups import TaskGrouper
 
 
@@ -142,14 +143,20 @@ def materialize_inputs(config: SharedRolloutCollectionConfig, input_path: Path, 
         raise ConfigError(f"+{RCP}.{wrong}")
     checker = _RowChecker(config, str(input_path), default_agent, prompt)
     num_shards, shard_index = config.shard()
+    chosen = (sampled_positions(input_path, config.limit, config.sample, config.sample_seed)
+              if config.sample is not None else None)
     plan = InputPlan()
     digest = hashlib.sha256()
+    seen = 0  # non-blank rows read, chosen or not
     with open(input_path, "rb") as file, TaskGrouper() as grouper:
         for line_no, line in enumerate(file, start=1):
-            if config.limit is not None and plan.rows >= config.limit:
+            if config.limit is not None and seen >= config.limit:
                 break
             digest.update(line)
             if not line.strip():
+                continue
+            seen += 1
+            if chosen is not None and seen - 1 not in chosen:
                 continue
             row = checker.parse(line_no, line)
             task = grouper.task_index(line, _given_task_index(checker, line_no, row))

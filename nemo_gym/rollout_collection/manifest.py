@@ -24,8 +24,11 @@ def fingerprint(config: SharedRolloutCollectionConfig, agent_name: str | None, p
     num_shards, shard_index = config.shard()
     # Runs that wrote keys before repeated lines were grouped into one task have no such field: refused on resume.
     grouping = {"grouped_repeated_rows": plan.repeated_rows} if plan.repeated_rows else {}
+    # Only runs that sample carry these, so a manifest written before +sample existed still compares equal.
+    sampling = {"sample": config.sample, "sample_seed": config.sample_seed} if config.sample is not None else {}
     return {
         **grouping,
+        **sampling,
         "input_sha256": plan.input_sha256,
         "limit": config.limit,
         "num_repeats": config.num_repeats,

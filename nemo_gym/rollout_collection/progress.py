@@ -84,8 +84,9 @@ class Progress:
             self._ticker = asyncio.create_task(self._tick(self.interval_s))
 
     def close(self) -> None:
+        """Stop redrawing, after one last line: where the run ended (in a log, the line the summary follows)."""
         if self._ticker is not None:
             self._ticker.cancel()
+        self._draw()
         if self._bar is not None:
-            self._draw()
             self._bar.close()

@@ -7,6 +7,7 @@ report become an artifact.
 A missing login is found before the first rollout, not after hours of collection.
 """
 
+import importlib.util
 import netrc
 import os
 from pathlib import Path
@@ -24,6 +25,8 @@ _LOCAL_MODES = ("offline", "disabled", "dryrun")
 
 
 def require_wandb_login() -> None:
+    if importlib.util.find_spec("wandb") is None:
+        raise ConfigError("+upload_rollouts_to_wandb=true needs wandb, an optional part: pip install 'nemo_gym[wandb]'")
     if not _logged_in():
         raise ConfigError(
             "+upload_rollouts_to_wandb=true but wandb is not logged in: run `wandb login`, set WANDB_API_KEY, "

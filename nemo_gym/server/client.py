@@ -2,10 +2,8 @@
 
 from typing import Any
 
-import httpx
-
 from nemo_gym.compat.head_detect import NATIVE, HeadKind, detect_head, nemo_gym_global_config
-from nemo_gym.http_client import HttpClient
+from nemo_gym.http_client import HttpClient, RequestFailed, get_json_blocking
 from nemo_gym.errors import DownstreamError, NemoGymError
 
 DEFAULT_HEAD_HOST = "127.0.0.1"
@@ -21,12 +19,9 @@ def fetch_status(head_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
     """The head server's `GET /status` (blocking): {"all_healthy": bool, "servers": [{name, kind, implementation,
     url, health}]}. Raises DownstreamError when no head server answers."""
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
-            response = client.get(f"{head_url}/status")
-            response.raise_for_status()
-            return response.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise DownstreamError(f"no head server at {head_url} ({type(exc).__name__}); is `ng_run` running?") from None
+        return get_json_blocking(f"{head_url}/status", timeout_s)
+    except RequestFailed as exc:
+        raise DownstreamError(f"no head server at {head_url} ({exc.failure_class}); is `ng_run` running?") from None
 
 
 class ServerClient:

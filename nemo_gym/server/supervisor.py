@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import uvicorn
 
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.errors import ConfigError, DownstreamError
+from nemo_gym.http_client import RequestFailed, get_blocking
 from nemo_gym.server.client import DEFAULT_HEAD_HOST, DEFAULT_HEAD_PORT
 from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
 from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
@@ -162,37 +162,31 @@ class Supervisor:
             p.spec.name: time.monotonic() + float(p.spec.settings.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S))
             for p in self.processes
         }
-        with httpx.Client(timeout=2.0, trust_env=False) as client:
-            self._wait_head(client)
-            while pending:
-                for name, proc in list(pending.items()):
-                    code = proc.popen.poll()
-                    if code is not None:
-                        raise ServerStartError(
-                            f"server '{name}' exited with code {code} during start-up; log {proc.log_path}:\n"
-                            f"{_log_tail(proc.log_path)}"
-                        )
-                    try:
-                        if client.get(f"{proc.url}/health").status_code == 200:
-                            del pending[name]
-                            continue
-                    except httpx.TransportError:
-                        pass
-                    if time.monotonic() > deadlines[name]:
-                        raise ServerStartError(
-                            f"server '{name}' did not become healthy at {proc.url} in time; log {proc.log_path}:\n"
-                            f"{_log_tail(proc.log_path)}"
-                        )
-                time.sleep(0.2)
+        self._wait_head()
+        while pending:
+            for name, proc in list(pending.items()):
+                code = proc.popen.poll()
+                if code is not None:
+                    raise ServerStartError(
+                        f"server '{name}' exited with code {code} during start-up; log {proc.log_path}:\n"
+                        f"{_log_tail(proc.log_path)}"
+                    )
+                if _answers(f"{proc.url}/health"):
+                    del pending[name]
+                    continue
+                if time.monotonic() > deadlines[name]:
+                    raise ServerStartError(
+                        f"server '{name}' did not become healthy at {proc.url} in time; log {proc.log_path}:\n"
+                        f"{_log_tail(proc.log_path)}"
+                    )
+            time.sleep(0.2)
 
-    def _wait_head(self, client: httpx.Client) -> None:
+    def _wait_head(self) -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            try:
-                if client.get(f"{self.head_url}/health").status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.05)
+            if _answers(f"{self.head_url}/health"):
+                return
+            time.sleep(0.05)
         raise ServerStartError(f"head server did not start on {self.head_url}")
 
     def exited(self) -> ServerProcess | None:
@@ -228,3 +222,11 @@ def _signal_group(popen: subprocess.Popen, sig: int) -> None:
         os.killpg(popen.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _answers(url: str) -> bool:
+    """Whether `url` answers 200 within 2 s."""
+    try:
+        return get_blocking(url, timeout_s=2.0)[0] == 200
+    except RequestFailed:
+        return False

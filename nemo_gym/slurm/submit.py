@@ -1,8 +1,8 @@
-"""ng_slurm_submit: collect a run as a SLURM array (one shard per task) plus a dependent job that merges the shards.
+r"""ng_slurm_submit: collect a run as a SLURM array (one shard per task) plus a dependent job that merges the shards.
 
     ng_slurm_submit "+config_paths=[nemo_gym/resources_servers/math/configs/math.yaml,configs/vllm_model.yaml]" \
         +policy_base_url=http://node7:8000/v1 \
-        +agent_name=math_simple_agent +input_jsonl_fpath=data/x.jsonl +num_repeats=4 +num_samples_in_parallel=64 \
+        +agent_name=math_simple_agent +input_jsonl_fpath=nemo_gym/resources_servers/math/data/arithmetic_example.jsonl +num_repeats=4 +num_samples_in_parallel=64 \
         +run_dir=runs/math +num_shards=8 +slurm.partition=batch +slurm.time=04:00:00 +slurm.cpus_per_task=8
     ng_slurm_submit +run_dir=runs/math +resume=true    # resubmit the shards that did not complete, then aggregate
 

@@ -36,6 +36,7 @@ AGENTS = {
     "bad_request": {"fault": "400", "fault_fraction": 0.3, "fault_while_file": "markers/bad_request"},
     "invalid_reply": {"fault": "invalid", "fault_fraction": 0.3, "fault_while_file": "markers/invalid_reply"},
     "always_500": {"fault": "500"},
+    "usage_agent": {"report_usage": True},
 }
 
 

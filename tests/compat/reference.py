@@ -1,4 +1,4 @@
-"""NeMo Gym 0.4.0 itself (in .venv-nemo-gym, installed by scripts/setup.sh), run as a user would run it.
+"""NeMo Gym 0.4.0 itself (in .venv-nemo-gym, installed by scripts/setup_tests.sh), run as a user would run it.
 
 `reference_stack` starts its `ng_run` with the example_single_tool_call environment, simple agent and vllm_model on
 a free head port, with Ray isolated (its own RAY_TMPDIR; RAY_ADDRESS unset, so it never joins another cluster),
@@ -41,7 +41,7 @@ def site_packages() -> Path:
     """NeMo Gym's site-packages; fails the test (never skips) when it is not installed."""
     found = sorted(NEMO_GYM_VENV.glob("lib/python3.*/site-packages/nemo_gym/__init__.py"))
     if not found or not (NEMO_GYM_VENV / "bin" / "ng_run").exists():
-        pytest.fail(f"NeMo Gym 0.4.0 is not installed in {NEMO_GYM_VENV}: run `bash scripts/setup.sh`")
+        pytest.fail(f"NeMo Gym 0.4.0 is not installed in {NEMO_GYM_VENV}: run `bash scripts/setup_tests.sh`")
     return found[0].parent.parent
 
 

@@ -30,9 +30,12 @@ def test_help_lists_every_option(command: str, flag: str, monkeypatch: pytest.Mo
         main()
     out = capsys.readouterr()
     assert exit_.value.code == 0 and out.err == ""
-    assert out.out.startswith(f"usage: {command} [+key=value ...]\n")
     command_help = module.HELP  # every command declares its typed options
     assert command_help.command == command
+    # A command without options does not offer +key=value, nor say that every option is one.
+    usage = f"usage: {command} [+key=value ...]\n" if command_help.options else f"usage: {command}\n"
+    assert out.out.startswith(usage)
+    assert ("Hydra-style override" in out.out) == bool(command_help.options)
     listed = [doc for _, settings, prefix in command_help.options for doc in field_docs(settings, prefix)]
     for doc in listed:
         assert f"  +{doc.name}  ({doc.type}; " in out.out, doc.name

@@ -25,7 +25,7 @@ POLICY = {"policy_base_url": "http://127.0.0.1:9/v1", "policy_api_key": "k", "po
 def _nemo_gym_root() -> Path:
     found = sorted((REPO_ROOT / ".venv-nemo-gym" / "lib").glob("python*/site-packages/nemo_gym/global_config.py"))
     if not NEMO_GYM_PYTHON.is_file() or not found:
-        pytest.fail("NeMo Gym 0.4.0 is not installed in .venv-nemo-gym: run `bash scripts/setup.sh`")
+        pytest.fail("NeMo Gym 0.4.0 is not installed in .venv-nemo-gym: run `bash scripts/setup_tests.sh`")
     return found[0].parents[1]
 
 

@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 import httpx
 import pytest
 
-from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
+from nemo_gym.responses_api_models.local_vllm_model.device import device_args, has_nvidia_gpu
 from tests.helpers.processes import stop_process_group
 from tests.helpers.stack import REPO_ROOT, free_port
 
@@ -82,9 +82,11 @@ def vllm_process(port: Optional[int], log_path: Path, timeout_s: float = 600,
         cmd = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(MODEL_DIR), "--served-model-name", MODEL_NAME,
-            "--host", "127.0.0.1", "--port", str(chosen), "--dtype", default_vllm_dtype(), "--max-model-len", "2048",
-            # Eager mode halves the CPU cold start at about the same generation speed.
-            "--enforce-eager",
+            "--host", "127.0.0.1", "--port", str(chosen), "--max-model-len", "2048",
+            # The arguments local_vllm_model would use on this machine: on a CPU, its dtype and eager mode (which
+            # halves the cold start at about the same generation speed); on a GPU, bfloat16, a memory share and CUDA
+            # graphs.
+            *device_args(has_nvidia_gpu(), None, 0.5, ["--enforce-eager"]),
             "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
         ]
         popen, exit_log = _start(cmd, env, log_path, timeout_s)

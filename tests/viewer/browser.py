@@ -1,5 +1,5 @@
 """A real browser for the viewer's tests: Debian's chromium driven by playwright (never its own download). A
-missing browser or playwright is a failure, not a skip: `bash scripts/setup.sh` installs both."""
+missing browser or playwright is a failure, not a skip: `bash scripts/setup_tests.sh` installs both."""
 
 import tempfile
 from contextlib import contextmanager
@@ -19,9 +19,9 @@ def chromium_page(width: int = 1300, height: int = 1000) -> Iterator["object"]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:
-        pytest.fail(f"playwright is not installed ({exc}): run `bash scripts/setup.sh`")
+        pytest.fail(f"playwright is not installed ({exc}): run `bash scripts/setup_tests.sh`")
     if not CHROMIUM.is_file():
-        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/setup.sh` as root (apt-get install chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/setup_tests.sh` as root (apt-get install chromium)")
     with tempfile.TemporaryDirectory(prefix="ng_view_chromium_") as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             profile, executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,

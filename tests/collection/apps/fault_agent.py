@@ -85,6 +85,8 @@ class FaultAgent(BaseServer):
         response = {"id": "resp_test", "object": "response", "output": [
             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
         ]}
+        if self.config.get("report_usage"):  # as a model server's Responses reply carries it
+            response["usage"] = {"input_tokens": 10, "output_tokens": 1 + row["_ng_task_index"]}
         return {**row, "response": response, "reward": reward}
 
     async def _aggregate_metrics(self, body: dict[str, Any], request: Request) -> dict[str, Any]:

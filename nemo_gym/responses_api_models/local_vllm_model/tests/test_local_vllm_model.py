@@ -19,8 +19,10 @@ def test_local_vllm_model_serves_and_stops_vllm(tmp_path: Path) -> None:
             f"{settings}.vllm_args=[--enforce-eager,--enable-auto-tool-choice,--tool-call-parser,pythonic]"]
     with running_stack(args, tmp_path, timeout_s=900) as stack:
         url = stack.url("policy_model")
+        # Started as local_vllm_model's launcher (vllm_main), which vLLM may retitle as its API server.
         vllm = [p for p in psutil.Process(stack.popen.pid).children(recursive=True)
-                if "vllm.entrypoints.openai.api_server" in " ".join(p.cmdline())]
+                if any(name in " ".join(p.cmdline())
+                       for name in ("local_vllm_model.vllm_main", "vllm.entrypoints.openai.api_server"))]
         assert len(vllm) == 1
         body = {"input": "What is 2 + 3?", "temperature": 0.0, "max_output_tokens": 16,
                 protocol.RETURN_TOKENS_PARAM: True}

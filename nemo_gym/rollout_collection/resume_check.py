@@ -1,0 +1,33 @@
+"""Whether a run may write to its output: a fresh run needs an empty one, a resume needs the same run's manifest."""
+
+from pathlib import Path
+
+from nemo_gym.errors import NemoGymError
+from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
+from nemo_gym.rollout_collection.manifest import changed_fields, read_manifest
+from nemo_gym.run_format import MANIFEST_FINGERPRINT
+
+
+def file_size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
+
+
+def check_fresh(config: SharedRolloutCollectionConfig) -> None:
+    """Refuse to start a fresh run over the results of an earlier one."""
+    for path in (config.output_path, config.failures_jsonl_fpath):
+        if file_size(path):
+            raise NemoGymError(
+                f"{path} already holds results of an earlier run; pass +resume_from_cache=true to continue that "
+                f"run, or delete it (and {config.failures_jsonl_fpath.name}, {config.manifest_fpath.name}) to start over"
+            )
+
+
+def config_changes(config: SharedRolloutCollectionConfig, fp: dict) -> list[str] | None:
+    """How this run (fingerprint `fp`) differs from the one that wrote the output; None when there is nothing to
+    resume."""
+    if not file_size(config.output_path) and not file_size(config.failures_jsonl_fpath):
+        return None
+    manifest = read_manifest(config.manifest_fpath)
+    if manifest is None:
+        return [f"no manifest ({config.manifest_fpath.name}) to compare with"]
+    return changed_fields(manifest[MANIFEST_FINGERPRINT], fp)
