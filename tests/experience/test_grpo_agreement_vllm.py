@@ -10,7 +10,6 @@ disagreement with the original prove that vLLM really serves the pushed weights 
 import asyncio
 import copy
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator
 
 import orjson
@@ -29,7 +28,7 @@ from nemo_gym.experience.grpo import completion_logprobs, token_mult_prob_error
 from nemo_gym.experience.interfaces import Completion
 from nemo_gym.experience.rollout_manager import RolloutManager
 from tests.helpers.model import MODEL_DIR
-from tests.helpers.stack import REPO_ROOT, Stack, environment_config, running_stack
+from tests.helpers.stack import REPO_ROOT, Stack, math_and_game_agents
 
 pytestmark = pytest.mark.vllm
 
@@ -97,11 +96,8 @@ def native_game(pushed: Pushed) -> list[Completion]:
 
 @pytest.fixture(scope="module")
 def stack(vllm_weights_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    configs = ",".join([str(environment_config("math")), str(environment_config("number_guess")),
-                        f"{REPO_ROOT}/configs/vllm_model.yaml"])
-    model = [f"+policy_base_url={vllm_weights_server.base_url}", "+policy_api_key=EMPTY",
-             f"+policy_model_name={vllm_weights_server.model}"]
-    with running_stack([f"+config_paths=[{configs}]", *model], cwd=tmp_path_factory.mktemp("agents")) as running:
+    with math_and_game_agents(vllm_weights_server.base_url, vllm_weights_server.model,
+                              tmp_path_factory.mktemp("agents")) as running:
         yield running
 
 

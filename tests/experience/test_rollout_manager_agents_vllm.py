@@ -16,7 +16,7 @@ from nemo_gym.experience.rollout_manager import RolloutManager
 from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
 from tests.experience.generation_support import CountingProxy
 from tests.helpers.model import MODEL_DIR
-from tests.helpers.stack import REPO_ROOT, Stack, environment_config, running_stack
+from tests.helpers.stack import REPO_ROOT, Stack, math_and_game_agents
 
 TOKENIZER = AutoTokenizer.from_pretrained(MODEL_DIR)
 DATA = REPO_ROOT / "nemo_gym" / "resources_servers"
@@ -63,11 +63,7 @@ def proxy(vllm_server) -> Iterator[CountingProxy]:
 
 @pytest.fixture(scope="module")
 def stack(vllm_server, proxy: CountingProxy, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    configs = ",".join([str(environment_config("math")), str(environment_config("number_guess")),
-                        f"{REPO_ROOT}/configs/vllm_model.yaml"])
-    model = [f"+policy_base_url={proxy.base_url}", "+policy_api_key=EMPTY",
-             f"+policy_model_name={vllm_server.model}"]
-    with running_stack([f"+config_paths=[{configs}]", *model], cwd=tmp_path_factory.mktemp("agents")) as running:
+    with math_and_game_agents(proxy.base_url, vllm_server.model, tmp_path_factory.mktemp("agents")) as running:
         yield running
 
 

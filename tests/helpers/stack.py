@@ -39,3 +39,13 @@ def running_stack(args: list[str], cwd: Path, timeout_s: float = 120.0) -> Itera
     log_path = cwd / f"ng_run-{head_port}.log"
     with ng_run_process([*args, f"+head_server.port={head_port}"], cwd, log_path, timeout_s=timeout_s) as popen:
         yield Stack(popen, f"http://127.0.0.1:{head_port}", log_path)
+
+
+@contextmanager
+def math_and_game_agents(policy_base_url: str, model_name: str, cwd: Path) -> Iterator[Stack]:
+    """The math and number-guessing environments with their agents, and vllm_model pointed at `policy_base_url`."""
+    configs = ",".join([str(environment_config("math")), str(environment_config("number_guess")),
+                        f"{REPO_ROOT}/configs/vllm_model.yaml"])
+    model = [f"+policy_base_url={policy_base_url}", "+policy_api_key=EMPTY", f"+policy_model_name={model_name}"]
+    with running_stack([f"+config_paths=[{configs}]", *model], cwd=cwd) as stack:
+        yield stack
