@@ -2,7 +2,6 @@
 for exactly the flattened conversation before it; length limits and stop strings hold."""
 
 import pytest
-import torch
 from transformers import AutoTokenizer
 
 from nemo_gym.experience.chat_template import ChatTemplate
