@@ -2,6 +2,7 @@
 the summary, the error that stopped it), appended per run with a header, so a run on a cluster node can be read
 after the fact without the job's stdout."""
 
+import asyncio
 import sys
 import time
 from pathlib import Path
@@ -53,6 +54,8 @@ class RunLog:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         sys.stdout, sys.stderr = self._saved
         if exc is not None:
-            reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"error: {exc}"
+            # Ctrl-C and SIGTERM cancel the run: the exception that arrives here is either of these two.
+            interrupted = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+            reason = "interrupted" if interrupted else f"error: {type(exc).__name__}: {exc}"
             self._file.write(f"stopped: {reason}\n")
         self._file.close()
