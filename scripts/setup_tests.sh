@@ -46,10 +46,12 @@ fi
 
 # System packages the tests need, installed only when running as root and missing: Slurm for tests/slurm
 #    (scripts/slurm_cluster.sh starts a one-node cluster from them) and chromium, which renders the HTML report
-#    and which tests/viewer/test_browser.py drives with playwright.
+#    and which tests/viewer/test_browser.py drives with playwright; ss (iproute2), with which the in-flight
+#    weight-update test sees a message waiting at vLLM's frozen engine.
 #    A failed install does not fail setup; the tests that need them report it.
 APT_PACKAGES=()
 command -v sbatch >/dev/null 2>&1 || APT_PACKAGES+=(slurm-wlm munge)
+command -v ss >/dev/null 2>&1 || APT_PACKAGES+=(iproute2)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || APT_PACKAGES+=(chromium)
 if [[ "$(id -u)" == 0 ]] && (( ${#APT_PACKAGES[@]} )) && command -v apt-get >/dev/null 2>&1; then
   log "installing ${APT_PACKAGES[*]} (apt)"

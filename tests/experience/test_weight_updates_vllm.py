@@ -3,7 +3,9 @@ output, the originals restore it token for token, every replica takes the versio
 a bad folder leaves the server serving, a generation in flight when weights change says so, and the collector's
 in-flight refits with KV-cache recomputation run on it. Every test pushes the bundled weights back at its end."""
 
+import os
 import re
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any, Iterator
 
 import httpx
 import orjson
+import psutil
 import pytest
 from transformers import AutoTokenizer
 
@@ -136,20 +139,53 @@ def generated_so_far(server: Any) -> float:
     return float(re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", metrics, re.M).group(1))
 
 
+def engine_core(server: Any) -> psutil.Process:
+    """The process that schedules and runs the model (the API server only relays to it)."""
+    if server.pid is None:
+        pytest.fail("this test freezes vLLM's engine process, so it needs a vLLM the session started")
+    return next(child for child in psutil.Process(server.pid).children(recursive=True)
+                if "EngineCore" in " ".join(child.cmdline()) or "EngineCore" in child.name())
+
+
+def queued_input_bytes(process: psutil.Process) -> int:
+    """Bytes sent to `process` over Unix sockets that it has not read yet (ss: Recv-Q per socket inode)."""
+    inodes = set()
+    for fd in Path(f"/proc/{process.pid}/fd").iterdir():
+        target = os.readlink(fd) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    listing = subprocess.run(["ss", "-x", "-n"], capture_output=True, text=True, check=True).stdout.splitlines()
+    fields = [line.split() for line in listing[1:]]
+    return sum(int(row[2]) for row in fields if len(row) > 5 and row[5] in inodes)
+
+
 def test_a_generation_in_flight_when_weights_change_reports_both_versions_and_follows_the_new_weights(
         server: Any, folders: dict[str, Path]) -> None:
     data = make_batch([chat_prompt(TOKENIZER, "Count from 1 to 100, separated by commas.")], TOKENIZER.pad_token_id)
+    engine = engine_core(server)
     with VllmHttpGeneration(config(server, max_new_tokens=96), server.base_url) as backend, \
-            ThreadPoolExecutor(1) as pool:
+            ThreadPoolExecutor(2) as pool:
         old_ids, old_lps = generated_part(backend.generate(data, greedy=True), data, 0)
         assert len(old_ids) == 96  # greedy, so always: the count runs past the cap
         before = generated_so_far(server)
         running = pool.submit(backend.generate, data, True)
         while generated_so_far(server) < before + 4:  # the request is generating on the old weights
             time.sleep(0.05)
-        # Freeze it (what update_weights does first), then drop its keys and values while it is frozen: it must
-        # recompute them on resume, the path `recompute_kv_cache_after_weight_updates` takes.
-        assert httpx.post(f"{root(server)}/pause", params={"mode": "keep"}, trust_env=False).status_code == 200
+        # Freeze the engine, so the request cannot run to its end whatever the machine's speed, and let it go only
+        # once the pause (what update_weights does first) waits unread at its door: it reads that before its next
+        # step. Then drop the request's keys and values while it is frozen: it must recompute them on resume, the
+        # path `recompute_kv_cache_after_weight_updates` takes.
+        engine.suspend()
+        try:
+            assert generated_so_far(server) < before + 90
+            unread = queued_input_bytes(engine)  # not zero: ZMQ's own wake-ups wait there too
+            pausing = pool.submit(httpx.post, f"{root(server)}/pause", params={"mode": "keep"}, trust_env=False,
+                                  timeout=60)
+            while queued_input_bytes(engine) <= unread and not pausing.done():
+                time.sleep(0.01)
+        finally:
+            engine.resume()
+        assert pausing.result().status_code == 200
         assert not running.done()
         assert backend.invalidate_kv_cache() is True
         assert not running.done()
