@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 import httpx
+import orjson
 import pytest
 
 from nemo_gym.responses_api_models.local_vllm_model.device import device_args, has_nvidia_gpu
@@ -107,3 +108,22 @@ def has_cuda() -> bool:
     except ImportError:
         return False
     return torch.cuda.is_available()
+
+
+def check_math_rollouts(output: Path, expected_rows: int) -> list[dict]:
+    """Every key once, binary rewards, every greedy-solved row rewarded 1, and the aggregate metrics beside it."""
+    rows = [orjson.loads(line) for line in output.read_bytes().splitlines()]
+    assert len(rows) == expected_rows
+    keys = {(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows}
+    assert len(keys) == expected_rows
+    for row in rows:
+        assert row["reward"] in (0.0, 1.0)
+        assert row["response"]["object"] == "response" and row["response"]["output"]
+        assert row["agent_ref"]["name"] == "math_simple_agent"
+    missed = {r["_ng_task_index"]: r["response"]["output"] for r in rows
+              if r["_ng_task_index"] in GREEDY_SOLVED and r["reward"] != 1.0}
+    assert not missed, f"greedy answers the model gets right scored 0: {missed}"
+    metrics = orjson.loads(output.with_name(f"{output.stem}_aggregate_metrics.json").read_bytes())
+    assert metrics[0]["agent_ref"]["name"] == "math_simple_agent"
+    assert metrics[0]["agent_metrics"]["mean/reward"] == pytest.approx(sum(r["reward"] for r in rows) / len(rows))
+    return rows

