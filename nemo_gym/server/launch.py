@@ -25,7 +25,7 @@ HEAD_URL_ENV = "NEMO_GYM_HEAD_URL"
 
 
 def _import_entrypoint(spec: ServerSpec, entrypoint: str | None) -> ModuleType:
-    if entrypoint and str(entrypoint).endswith(".py"):
+    if entrypoint and entrypoint.endswith(".py"):
         if not Path(entrypoint).is_file():
             # A relative path most often means ng_run was started in another directory than the config assumes.
             raise ConfigError(f"server '{spec.name}': entrypoint {entrypoint} is not a file "

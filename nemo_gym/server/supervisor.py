@@ -40,7 +40,7 @@ class ServerStartError(DownstreamError):
 @dataclass
 class ServerProcess:
     spec: ServerSpec
-    settings: ServerSettings
+    settings: ServerSettings  # typed, with the port it was given
     url: str
     log_path: Path
     popen: subprocess.Popen | None = None
@@ -111,7 +111,7 @@ class Supervisor:
             plan.append(
                 ServerProcess(
                     spec=replace(spec, settings={**spec.settings, "host": host, "port": port}),
-                    settings=settings[spec.name],
+                    settings=settings[spec.name].model_copy(update={"port": port}),
                     url=f"http://{host}:{port}",
                     log_path=self.log_dir / f"{spec.name}.log",
                 )
