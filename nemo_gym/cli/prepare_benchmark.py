@@ -8,13 +8,15 @@ the command line is an option of the benchmark's `prepare()`, and one it does no
 """
 
 from pathlib import Path
+from typing import Any
+
+from pydantic import model_validator
 
 from nemo_gym.benchmark_layout import find_benchmark, find_benchmarks, prepare_benchmark
 from nemo_gym.benchmark_layout.discover import shown
 from nemo_gym.cli.common import CommandHelp, run_cli, load_config
 from nemo_gym.config.loader import COMMAND_LINE
-from nemo_gym.config.typed import Settings, Text
-from nemo_gym.errors import ConfigError
+from nemo_gym.config.typed import Settings, Text, build
 
 
 class PrepareSettings(Settings):
@@ -23,6 +25,14 @@ class PrepareSettings(Settings):
     output_dir: Text | None = None
     """Where the dataset is written (default benchmarks/<name>/data/)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _benchmark_named(cls, data: Any) -> Any:
+        # Without a benchmark, the names to choose from are the useful answer.
+        if isinstance(data, dict) and not data.get("benchmark"):
+            raise ValueError(f"missing +benchmark=<name> (known: {', '.join(find_benchmarks()) or 'none'})")
+        return data
+
 
 OWN_KEYS = tuple(PrepareSettings.model_fields)
 
@@ -30,13 +40,10 @@ OWN_KEYS = tuple(PrepareSettings.model_fields)
 def main_args(argv: list[str]) -> int:
     config = load_config(argv, require_complete=False)
     command_line = next(source.cfg for source in config.sources if source.name == COMMAND_LINE)
-    name = config.values.get("benchmark")
-    if not name:
-        raise ConfigError(f"missing +benchmark=<name> (known: {', '.join(find_benchmarks()) or 'none'})")
-    benchmark = find_benchmark(str(name))
-    output_dir = config.values.get("output_dir")
+    settings = build(PrepareSettings, config.values)
+    benchmark = find_benchmark(settings.benchmark)
     options = {str(key): config.values[key] for key in command_line if key not in OWN_KEYS}
-    prepared = prepare_benchmark(benchmark, Path(str(output_dir)) if output_dir else None, options)
+    prepared = prepare_benchmark(benchmark, Path(settings.output_dir) if settings.output_dir else None, options)
     print(f"prepared {benchmark.name}: {prepared.rows} rows in {shown(prepared.path)}")
     return 0
 

@@ -1,16 +1,22 @@
 """Top-level settings every config-loading command reads: which files to merge and where the head server is."""
 
+from typing import Any, Callable, Mapping
+
 from pydantic import Field
 
-from nemo_gym.config.typed import Settings, Text
-from nemo_gym.server.client import DEFAULT_HEAD_HOST, DEFAULT_HEAD_PORT
+from nemo_gym.config.typed import Settings, Text, build, nowhere
 
 
 class HeadServerSettings(Settings):
-    host: Text = DEFAULT_HEAD_HOST
+    host: Text = "127.0.0.1"
     """Address of the head server, which lists every running server."""
-    port: int = Field(DEFAULT_HEAD_PORT, ge=1, le=65535)
+    port: int = Field(11000, ge=1, le=65535)
     """Its port (NeMo Gym's default; give each concurrent ng_run its own)."""
+
+    @property
+    def url(self) -> str:
+        """Where servers and clients reach it: the one place its address is written."""
+        return f"http://{self.host}:{self.port}"
 
 
 class LoaderSettings(Settings):
@@ -24,3 +30,9 @@ class LoaderSettings(Settings):
 class RunSettings(LoaderSettings):
     log_dir: Text | None = None
     """Folder for each server's log (default ng_logs/<date-time>)."""
+
+
+def head_server(values: Mapping[str, Any], where: Callable[[str], str | None] = nowhere) -> HeadServerSettings:
+    """The `head_server` section of a config's top-level values, typed (its defaults where absent); a bad value is a
+    ConfigError naming its key (+head_server.port)."""
+    return build(LoaderSettings, values, where=where).head_server

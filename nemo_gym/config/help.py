@@ -6,7 +6,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel
 from pydantic.fields import PydanticUndefined
 
-from nemo_gym.config.typed import type_name
+from nemo_gym.config.typed import section_model, type_name
 
 
 @dataclass(frozen=True)
@@ -27,12 +27,6 @@ def _yaml(value: Any) -> str:
     return str(value) if not isinstance(value, (list, dict)) or value else ("[]" if isinstance(value, list) else "{}")
 
 
-def _nested(hint: Any) -> type[BaseModel] | None:
-    """Settings shown as their own dotted keys (head_server.port), unless they read as one value (a reference)."""
-    nested = isinstance(hint, type) and issubclass(hint, BaseModel) and not getattr(hint, "type_label", None)
-    return hint if nested else None
-
-
 def field_docs(model: type[BaseModel], prefix: str = "") -> list[FieldDoc]:
     """One entry per field of `model`, nested settings flattened into dotted names; required ones first."""
     docs = list(_field_docs(model, prefix))
@@ -41,7 +35,7 @@ def field_docs(model: type[BaseModel], prefix: str = "") -> list[FieldDoc]:
 
 def _field_docs(model: type[BaseModel], prefix: str) -> Iterator[FieldDoc]:
     for name, info in model.model_fields.items():
-        nested = _nested(info.annotation)
+        nested = section_model(info.annotation)
         if nested is not None:
             yield from _field_docs(nested, f"{prefix}{name}.")
             continue

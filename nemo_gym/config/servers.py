@@ -29,15 +29,6 @@ class ServerSpec:
     implementation: str
     settings: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def host(self) -> str:
-        return str(self.settings.get("host") or "127.0.0.1")
-
-    @property
-    def port(self) -> int | None:
-        port = self.settings.get("port")
-        return int(port) if port not in (None, "") else None
-
     def ref(self, key: str) -> ServerRef:
         """The server reference stored under `key` in this server's settings."""
         value = self.settings.get(key)

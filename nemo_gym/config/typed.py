@@ -58,8 +58,16 @@ def _plus(field: str) -> str:
     return f"+{field}"
 
 
-def _nowhere(field: str) -> str | None:
+def nowhere(field: str) -> str | None:
+    """A `where` for values whose source is unknown."""
     return None
+
+
+def section_model(hint: Any) -> type[BaseModel] | None:
+    """The settings class of a field that holds its own keys (head_server.port), or None for one that reads as a
+    single value (a server reference, which has a type_label)."""
+    is_section = isinstance(hint, type) and issubclass(hint, BaseModel) and not getattr(hint, "type_label", None)
+    return hint if is_section else None
 
 
 def type_name(hint: Any) -> str:
@@ -148,11 +156,19 @@ def check_unknown_keys(model: type[BaseModel], keys: Iterable[str], mode: Unknow
 
 
 def build(model: type[S], values: Mapping[str, Any], *, name: Callable[[str], str] = _plus,
-          where: Callable[[str], str | None] = _nowhere, unknown: UnknownKeys = "ignore",
+          where: Callable[[str], str | None] = nowhere, unknown: UnknownKeys = "ignore",
           also_known: Iterable[str] = (), label: str = "", **extra: Any) -> S:
-    """`model` from `values` (only its own fields are read) plus `extra`, or a ConfigError naming every bad field."""
+    """`model` from `values` (only its own fields are read) plus `extra`, or a ConfigError naming every bad field.
+
+    A section (a field holding settings of its own) is built first, so its errors name the dotted key
+    (+head_server.port), not the whole section."""
     check_unknown_keys(model, [str(k) for k in values], unknown, name, where, also_known)
     data = {key: value for key, value in values.items() if key in model.model_fields}
+    for key, value in data.items():
+        section = section_model(model.model_fields[key].annotation)
+        if section is not None and isinstance(value, Mapping):
+            data[key] = build(section, value, name=lambda field, key=key: name(f"{key}.{field}"),
+                              where=lambda field, key=key: where(f"{key}.{field}"), unknown=unknown)
     data.update(extra)
     try:
         return model.model_validate(data)

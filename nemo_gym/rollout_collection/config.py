@@ -7,11 +7,13 @@ Field names and meanings follow NeMo Gym's; where a value means something there 
 """
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
+from nemo_gym.config.global_settings import HeadServerSettings, head_server
 from nemo_gym.config.loader import COMMAND_LINE, GlobalConfig
 from nemo_gym.config.typed import FilePath, Settings, Text, build, check_unknown_keys
 from nemo_gym.errors import ConfigError
@@ -24,7 +26,6 @@ from nemo_gym.run_format import (
     prepared_inputs_suffix,
     sidecar,
 )
-from nemo_gym.server.client import head_url_from_config
 
 REPEATS_DEFAULT_KEY = "_default"
 DEFAULT_NUM_SAMPLES_IN_PARALLEL = 256  # vLLM's default max_num_seqs: enough to keep one replica saturated
@@ -41,8 +42,9 @@ class _FromGlobal(Settings):
         for source in command_line:
             check_unknown_keys(cls, [str(k) for k in source.cfg.keys()], "near_miss", lambda f: f"+{f}",
                                lambda f: None)
-        extra = {} if "head_server_url" in config.values else {"head_server_url": head_url_from_config(config.values)}
-        return build(cls, config.values, where=lambda f: _set_in(config, f), **extra)
+        where = partial(_set_in, config)
+        extra = {} if "head_server_url" in config.values else {"head_server_url": head_server(config.values, where).url}
+        return build(cls, config.values, where=where, **extra)
 
     @classmethod
     def from_mapping(cls: type[C], values: dict[str, Any], **extra: Any) -> C:
@@ -52,6 +54,10 @@ class _FromGlobal(Settings):
 def _set_in(config: GlobalConfig, field: str) -> str | None:
     where = config.source_of(field)
     return None if where == COMMAND_LINE else f"set in {where}"
+
+
+def _default_head_url() -> str:
+    return HeadServerSettings().url
 
 
 def _slurm_shards() -> tuple[int, int]:
@@ -126,7 +132,7 @@ class SharedRolloutCollectionConfig(_FromGlobal):
     """Seconds before the first retry of a failed rollout (doubling after each)."""
     progress_interval_s: float = Field(10.0, gt=0)
     """Seconds between progress lines."""
-    head_server_url: Text = "http://127.0.0.1:11000"
+    head_server_url: Text = Field(default_factory=_default_head_url)
     """The head server that lists the running servers (default: from head_server.host/port, as ng_run uses them)."""
 
     @field_validator("num_samples_in_parallel", mode="after")
@@ -261,7 +267,7 @@ class RolloutAggregationConfig(_FromGlobal):
     """The merged rollouts file; the metrics go to <stem>_aggregate_metrics.json next to it."""
     merge_shards: bool = True
     """Also write the union of the shards to output_jsonl_fpath."""
-    head_server_url: Text = "http://127.0.0.1:11000"
+    head_server_url: Text = Field(default_factory=_default_head_url)
     """The head server of the running servers (default: from head_server.host/port)."""
 
     @property

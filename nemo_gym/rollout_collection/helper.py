@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from nemo_gym.config.global_settings import head_server
 from nemo_gym.errors import NemoGymError
 from nemo_gym.http_client import NO_RETRY, HttpClient
 from nemo_gym.rollout_collection.aggregate import _expand_input_glob, aggregate_rollouts, merge_shards
@@ -25,7 +26,7 @@ from nemo_gym.rollout_collection.config import (
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.stream import RolloutStream
 from nemo_gym.run_format import JSONL_SIDECAR_SUFFIXES
-from nemo_gym.server.client import ServerClient, head_url_from_config
+from nemo_gym.server.client import ServerClient
 
 _DEFAULTS = SharedRolloutCollectionConfig.model_fields
 
@@ -34,19 +35,19 @@ def head_server_url(head_server_config: Any) -> str:
     """The head server's URL from a URL string, a mapping with host/port, an object with .host/.port (NeMo
     Gym's BaseServerConfig), or None (ng_run's default, http://127.0.0.1:11000)."""
     if head_server_config is None:
-        return head_url_from_config({})
+        return head_server({}).url
     if isinstance(head_server_config, str):
         url = head_server_config if "://" in head_server_config else f"http://{head_server_config}"
         return url.rstrip("/")
     if isinstance(head_server_config, Mapping):
-        return head_url_from_config({"head_server": head_server_config})
+        return head_server({"head_server": head_server_config}).url
     host, port = getattr(head_server_config, "host", None), getattr(head_server_config, "port", None)
     if host is None or port is None:
         raise TypeError(
             f"head_server_config must be a URL ('http://127.0.0.1:11000'), a mapping with host and port, or an "
             f"object with .host and .port; got {type(head_server_config).__name__}"
         )
-    return f"http://{host}:{int(port)}"
+    return head_server({"head_server": {"host": host, "port": port}}).url
 
 
 class RolloutCollectionHelper:

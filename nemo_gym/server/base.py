@@ -18,7 +18,7 @@ from starlette.routing import Route
 from pydantic import Field
 
 from nemo_gym.config.servers import SERVER_KINDS, ServerSpec
-from nemo_gym.config.typed import Settings, Text, build
+from nemo_gym.config.typed import Settings, Text, UnknownKeys, build
 from nemo_gym.failures import failure_class_of
 from nemo_gym.http_client import HttpClient, RequestFailed
 from nemo_gym.server.client import ServerClient
@@ -116,9 +116,11 @@ class ServerSettings(Settings):
     """Seconds to wait for another server's answer (default for calls without their own timeout)."""
 
 
-def server_settings(cls: type["BaseServer"], spec: ServerSpec,
-                    source_of: Callable[[str], str] | None = None) -> ServerSettings:
-    """`spec`'s settings as `cls.Settings`, or a ConfigError naming each bad setting (and its file and line)."""
+def server_settings(cls: type["BaseServer"], spec: ServerSpec, source_of: Callable[[str], str] | None = None,
+                    unknown: UnknownKeys = "near_miss") -> ServerSettings:
+    """`spec`'s settings as `cls.Settings`, or a ConfigError naming each bad setting (and its file and line).
+
+    `unknown="ignore"` reads the settings every server shares before the implementation is known."""
     prefix = f"{spec.name}.{spec.kind}.{spec.implementation}"
 
     def where(field: str) -> str | None:
@@ -126,7 +128,7 @@ def server_settings(cls: type["BaseServer"], spec: ServerSpec,
         return None if found in (None, "no config file") else f"set in {found}"
 
     return build(cls.Settings, spec.settings, name=lambda field: f"setting {prefix}.{field}", where=where,
-                 unknown="near_miss", label=f"server '{spec.name}': ")
+                 unknown=unknown, label=f"server '{spec.name}': ")
 
 
 class BaseServer:

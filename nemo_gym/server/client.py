@@ -6,15 +6,6 @@ from nemo_gym.compat.head_detect import NATIVE, HeadKind, detect_head, nemo_gym_
 from nemo_gym.http_client import HttpClient, RequestFailed, get_json_blocking
 from nemo_gym.errors import DownstreamError, NemoGymError
 
-DEFAULT_HEAD_HOST = "127.0.0.1"
-DEFAULT_HEAD_PORT = 11000
-
-
-def head_url_from_config(config: dict[str, Any]) -> str:
-    head = config.get("head_server") or {}
-    return f"http://{head.get('host', DEFAULT_HEAD_HOST)}:{int(head.get('port', DEFAULT_HEAD_PORT))}"
-
-
 def fetch_status(head_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
     """The head server's `GET /status` (blocking): {"all_healthy": bool, "servers": [{name, kind, implementation,
     url, health}]}. Raises DownstreamError when no head server answers."""

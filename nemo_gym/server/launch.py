@@ -17,16 +17,15 @@ import orjson
 from nemo_gym.config.redact import secret_values
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.errors import ConfigError
-from nemo_gym.server.base import BaseServer
+from nemo_gym.server.base import BaseServer, server_settings
 from nemo_gym.server.logs import configure_logging, register_secrets
 
 SPEC_ENV = "NEMO_GYM_SERVER_SPEC"
 HEAD_URL_ENV = "NEMO_GYM_HEAD_URL"
 
 
-def _import_entrypoint(spec: ServerSpec) -> ModuleType:
-    entrypoint = spec.settings.get("entrypoint")
-    if entrypoint and str(entrypoint).endswith(".py"):
+def _import_entrypoint(spec: ServerSpec, entrypoint: str | None) -> ModuleType:
+    if entrypoint and entrypoint.endswith(".py"):
         if not Path(entrypoint).is_file():
             # A relative path most often means ng_run was started in another directory than the config assumes.
             raise ConfigError(f"server '{spec.name}': entrypoint {entrypoint} is not a file "
@@ -35,7 +34,7 @@ def _import_entrypoint(spec: ServerSpec) -> ModuleType:
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
         return module
-    module_name = str(entrypoint) if entrypoint else f"nemo_gym.{spec.kind}.{spec.implementation}.app"
+    module_name = entrypoint if entrypoint else f"nemo_gym.{spec.kind}.{spec.implementation}.app"
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -47,7 +46,7 @@ def _import_entrypoint(spec: ServerSpec) -> ModuleType:
 
 def server_class(spec: ServerSpec) -> type[BaseServer]:
     """The BaseServer subclass defined in the implementation's module."""
-    module = _import_entrypoint(spec)
+    module = _import_entrypoint(spec, server_settings(BaseServer, spec, unknown="ignore").entrypoint)
     classes = [
         obj
         for obj in vars(module).values()
@@ -63,13 +62,14 @@ def main() -> None:
     payload = orjson.loads(os.environ[SPEC_ENV])
     spec = ServerSpec(**payload)
     register_secrets(secret_values(spec.settings))
-    configure_logging(spec.name, level=str(spec.settings.get("log_level", "INFO")).upper())
     try:
+        configure_logging(spec.name, level=server_settings(BaseServer, spec, unknown="ignore").log_level.upper())
         cls = server_class(spec)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    cls(spec, head_url=os.environ.get(HEAD_URL_ENV)).serve(spec.host, int(spec.port))
+    server = cls(spec, head_url=os.environ.get(HEAD_URL_ENV))
+    server.serve(server.settings.host, server.settings.port)  # the supervisor has given every server its port
 
 
 if __name__ == "__main__":

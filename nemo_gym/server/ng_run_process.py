@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 from nemo_gym.config import load_global_config
+from nemo_gym.config.global_settings import head_server
 from nemo_gym.errors import DownstreamError
-from nemo_gym.server.client import fetch_status, head_url_from_config
+from nemo_gym.server.client import fetch_status
 
 STOP_GRACE_S = 30.0
 _POLL_S = 0.2
@@ -35,7 +36,7 @@ def ng_run_process(args: Sequence[str], cwd: Path, log_path: Path, *, env: Mappi
     """Start `ng_run ARGS` in `cwd` with its output in `log_path`; yield it once its head server (found from ARGS
     as ng_run finds it) says every server is healthy; SIGTERM it afterwards (SIGKILL after STOP_GRACE_S). Raises
     RuntimeError with the log's tail when it exits or times out first."""
-    head_url = head_url_from_config(load_global_config(list(args), cwd=cwd, require_complete=False).values)
+    head_url = head_server(load_global_config(list(args), cwd=cwd, require_complete=False).values).url
     child_env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     with open(log_path, "wb") as log:
         popen = subprocess.Popen([sys.executable, "-c", "from nemo_gym.cli.run import main; main()", *args],

@@ -19,16 +19,16 @@ from typing import Any
 import orjson
 import uvicorn
 
+from nemo_gym.config.global_settings import head_server
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.errors import ConfigError, DownstreamError
 from nemo_gym.http_client import RequestFailed, get_blocking
-from nemo_gym.server.client import DEFAULT_HEAD_HOST, DEFAULT_HEAD_PORT
+from nemo_gym.server.base import ServerSettings
 from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
 from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
 from nemo_gym.server.settings_check import check_server_settings
 
-DEFAULT_STARTUP_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
 _PR_SET_PDEATHSIG = 1
 
@@ -40,6 +40,7 @@ class ServerStartError(DownstreamError):
 @dataclass
 class ServerProcess:
     spec: ServerSpec
+    settings: ServerSettings  # typed, with the port it was given
     url: str
     log_path: Path
     popen: subprocess.Popen | None = None
@@ -80,40 +81,38 @@ class Supervisor:
     def __init__(self, config: GlobalConfig, log_dir: Path) -> None:
         self.config = config
         self.log_dir = log_dir
-        head = config.values.get("head_server") or {}
-        self.head_host = str(head.get("host", DEFAULT_HEAD_HOST))
-        self.head_port = int(head.get("port", DEFAULT_HEAD_PORT))
-        self.head_url = f"http://{self.head_host}:{self.head_port}"
-        check_server_settings(config)  # a bad setting fails here, before any server starts
-        self.processes = self._plan(config.servers())
+        self.head = head_server(config.values)
+        self.head_url = self.head.url
+        # A bad setting fails here, before any server starts.
+        self.processes = self._plan(config.servers(), check_server_settings(config))
         self._head: uvicorn.Server | None = None
         self._head_thread: threading.Thread | None = None
 
-    def _plan(self, specs: dict[str, ServerSpec]) -> list[ServerProcess]:
+    def _plan(self, specs: dict[str, ServerSpec], settings: dict[str, ServerSettings]) -> list[ServerProcess]:
         """Assign ports (free ones unless set) and refuse ports that are already taken, before starting anything."""
-        taken: dict[int, str] = {self.head_port: HEAD_SERVER_NAME}
-        if not port_is_free(self.head_host, self.head_port):
+        taken: dict[int, str] = {self.head.port: HEAD_SERVER_NAME}
+        if not port_is_free(self.head.host, self.head.port):
             raise ConfigError(
-                f"port {self.head_port} for the head server is already in use (another ng_run?); "
+                f"port {self.head.port} for the head server is already in use (another ng_run?); "
                 f"set +head_server.port=..."
             )
         plan = []
         for spec in specs.values():
-            port = spec.port
+            host, port = settings[spec.name].host, settings[spec.name].port
             if port is not None:
                 where = self.config.source_of(f"{spec.name}.{spec.kind}.{spec.implementation}.port")
                 if port in taken:
                     raise ConfigError(f"port {port} of server '{spec.name}' ({where}) is also used by '{taken[port]}'")
-                if not port_is_free(spec.host, port):
+                if not port_is_free(host, port):
                     raise ConfigError(f"port {port} of server '{spec.name}' ({where}) is already in use")
             else:
-                port = free_port(spec.host)
+                port = free_port(host)
             taken[port] = spec.name
-            settings = {**spec.settings, "host": spec.host, "port": port}
             plan.append(
                 ServerProcess(
-                    spec=replace(spec, settings=settings),
-                    url=f"http://{spec.host}:{port}",
+                    spec=replace(spec, settings={**spec.settings, "host": host, "port": port}),
+                    settings=settings[spec.name].model_copy(update={"port": port}),
+                    url=f"http://{host}:{port}",
                     log_path=self.log_dir / f"{spec.name}.log",
                 )
             )
@@ -147,9 +146,9 @@ class Supervisor:
                 )
 
     def _start_head(self) -> None:
-        head = HeadServer(self.config.values, self.listing(), (self.head_host, self.head_port))
+        head = HeadServer(self.config.values, self.listing(), (self.head.host, self.head.port))
         config = uvicorn.Config(
-            head.app(), host=self.head_host, port=self.head_port, log_config=None, access_log=False, loop="asyncio"
+            head.app(), host=self.head.host, port=self.head.port, log_config=None, access_log=False, loop="asyncio"
         )
         self._head = uvicorn.Server(config)
         self._head_thread = threading.Thread(target=self._head.run, name="head_server", daemon=True)
@@ -158,10 +157,7 @@ class Supervisor:
     def wait_healthy(self) -> None:
         """Block until every server answers /health, or raise naming the first that died or timed out."""
         pending = {p.spec.name: p for p in self.processes}
-        deadlines = {
-            p.spec.name: time.monotonic() + float(p.spec.settings.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S))
-            for p in self.processes
-        }
+        deadlines = {p.spec.name: time.monotonic() + p.settings.startup_timeout_s for p in self.processes}
         self._wait_head()
         while pending:
             for name, proc in list(pending.items()):

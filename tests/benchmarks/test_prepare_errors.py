@@ -30,6 +30,15 @@ def test_unknown_benchmark_lists_the_known_ones() -> None:
     assert missing.returncode == 2 and missing.stderr.startswith("error: missing +benchmark=<name> (known: ")
 
 
+@pytest.mark.parametrize("args, message", [
+    (["+benchmark=[arithmetic,gsm8k]"], r"^\+benchmark must be a string, got \['arithmetic', 'gsm8k'\]$"),
+    (["+benchmark=arithmetic", "+output_dir=[a,b]"], r"^\+output_dir must be a string or null, got \['a', 'b'\]$"),
+])
+def test_the_commands_own_options_are_typed(args: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(ConfigError, match=message):
+        prepare_cli(args, capsys)
+
+
 def test_unknown_options_and_wrong_types_are_refused_before_anything_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = [f"+output_dir={tmp_path / 'out'}"]

@@ -8,7 +8,9 @@ import pytest
 
 from nemo_gym.config import load_global_config
 from nemo_gym.errors import ConfigError
+from nemo_gym.server.base import ServerSettings
 from nemo_gym.server.settings_check import check_server_settings
+from nemo_gym.server.supervisor import Supervisor
 from tests.helpers.stack import REPO_ROOT, free_port
 
 AGENT = """\
@@ -75,3 +77,15 @@ def test_every_shipped_config_passes(config: str) -> None:
     paths = ",".join([config, *model])
     values = ["+policy_base_url=http://127.0.0.1:9/v1", "+policy_api_key=k", "+policy_model_name=m"]
     check_server_settings(load_global_config([f"+config_paths=[{paths}]", *values], cwd=REPO_ROOT))
+
+
+def test_ng_run_plans_each_server_from_its_typed_settings(tmp_path: Path) -> None:
+    port = free_port()
+    (tmp_path / "a.yaml").write_text(f"set:\n  resources_servers:\n    math: {{port: {port}, startup_timeout_s: 7}}\n"
+                                     "unset:\n  resources_servers:\n    math: {}\n")
+    config = load_global_config(["+config_paths=[a.yaml]", f"+head_server.port={free_port()}"], cwd=tmp_path)
+    planned = {p.spec.name: p for p in Supervisor(config, tmp_path / "logs").processes}  # plans only
+    assert planned["set"].url == f"http://127.0.0.1:{port}" and planned["set"].settings.startup_timeout_s == 7
+    default = ServerSettings()
+    assert planned["unset"].settings.startup_timeout_s == default.startup_timeout_s
+    assert planned["unset"].url == f"http://{default.host}:{planned['unset'].settings.port}"  # a free port
