@@ -13,11 +13,11 @@ from typing import Any, Iterable, Iterator, Optional
 
 import pytest
 
+from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.errors import DataExhaustedError, GenerationError, PromptGroupError
 from nemo_gym.experience.interfaces import DatumSpec, PromptGroupRecord
-from nemo_gym.experience.prompt_loader import StatefulPromptLoader
-from nemo_gym.experience.replay_buffer import ReplayBuffer
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
 
 
 def make_dataset(size: int) -> list[DatumSpec]:
