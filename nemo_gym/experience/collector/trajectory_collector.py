@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
 from nemo_gym.experience.collector.checkpoint import read_checkpoint, write_checkpoint
-from nemo_gym.experience.collector.config import AsyncCollectorConfig
+from nemo_gym.experience.collector.config import MasterConfig, parse_master_config
 from nemo_gym.experience.collector.metrics import CollectorMetrics, FailedPromptGroup
 from nemo_gym.experience.collector.prompt_source import PendingPrompt, PromptSource, StatefulLoader
 from nemo_gym.experience.collector.replay_buffer import BufferedGroup, ReplayBuffer
@@ -63,9 +63,9 @@ class AsyncTrajectoryCollector:
     """Collects trajectories asynchronously and adds them to the replay buffer."""
 
     def __init__(self, policy_generation: Any, tokenizer: Any, task_to_env: Mapping[str, Any],
-                 master_config: Mapping[str, Any], replay_buffer: ReplayBuffer, start_step: int = 0, *,
+                 master_config: MasterConfig, replay_buffer: ReplayBuffer, start_step: int = 0, *,
                  rollout_manager: Any = None) -> None:
-        self.config = AsyncCollectorConfig.from_master_config(master_config)
+        self.config = parse_master_config(master_config)
         if replay_buffer.max_size < self.config.min_buffer_size:
             raise ValueError(
                 f"replay buffer max_size {replay_buffer.max_size} < num_prompts_per_step x "
