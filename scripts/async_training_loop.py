@@ -3,13 +3,11 @@ import argparse
 
 from transformers import AutoTokenizer
 
+from nemo_gym.experience.collector import AsyncTrajectoryCollector, ReplayBuffer, StatefulPromptLoader
 from nemo_gym.experience.datasets import iter_jsonl_datums
 from nemo_gym.experience.environments.math_environment import MathEnvironment
 from nemo_gym.experience.errors import DataExhaustedError
 from nemo_gym.experience.generation import VllmHttpGeneration
-from nemo_gym.experience.prompt_loader import StatefulPromptLoader
-from nemo_gym.experience.replay_buffer import ReplayBuffer
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
 
 
 def main(vllm_url: str, rows: str, model: str = "models/SmolLM2-135M-Instruct") -> None:

@@ -30,13 +30,13 @@ from transformers import AutoTokenizer
 from benchmarks.perf.experience import math_datums
 from benchmarks.perf.results import Recorder, load_average, recording
 from benchmarks.perf.vllm_server import MODEL_DIR, MODEL_NAME, vllm_server
-from nemo_gym.experience.chat_template import ChatTemplate
+from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.environments.math_environment import MathEnvironment
 from nemo_gym.experience.generation import VllmHttpGeneration
-from nemo_gym.experience.prompt_loader import StatefulPromptLoader
-from nemo_gym.experience.replay_buffer import ReplayBuffer
 from nemo_gym.experience.rollout_manager import RolloutManager
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
+from nemo_gym.experience.turns.chat_template import ChatTemplate
 
 MAX_SEQ_LEN = 2048
 # The first checks import sympy in the verifier workers; on a loaded shared machine that alone can pass 30 s.

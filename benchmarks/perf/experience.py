@@ -29,13 +29,13 @@ from transformers import AutoTokenizer
 
 from benchmarks.perf.results import Recorder, load_average, recording
 from benchmarks.perf.vllm_server import MODEL_DIR, MODEL_NAME, vllm_server
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.datasets import datum_from_row
 from nemo_gym.experience.environments.math_environment import MathEnvironment
 from nemo_gym.experience.environments.number_guess import NumberGuessEnvironment
 from nemo_gym.experience.generation import VllmHttpGeneration
-from nemo_gym.experience.message_log import flat_token_ids
-from nemo_gym.experience.rollouts import run_async_multi_turn_rollout, run_multi_turn_rollout
+from nemo_gym.experience.turns.chat_template import ChatTemplate
+from nemo_gym.experience.turns.message_log import flat_token_ids
+from nemo_gym.experience.turns.rollouts import run_async_multi_turn_rollout, run_multi_turn_rollout
 from nemo_gym.resources_servers.number_guess import game
 
 MAX_SEQ_LEN = 2048

@@ -29,7 +29,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from examples.grpo.servers import AGENTS, REPO_ROOT, SERVED_NAME, agent_stack, vllm_server
 from examples.grpo.step_log import StepLog, StepRecord, wandb_run
-from nemo_gym.experience.chat_template import ChatTemplate
+from nemo_gym.experience.collector.config import MasterConfig
+from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.datasets import datum_from_row
 from nemo_gym.experience.environments.math_environment import MathEnvironment
 from nemo_gym.experience.environments.number_guess import NumberGuessEnvironment
@@ -37,10 +40,8 @@ from nemo_gym.experience.generation import VllmHttpGeneration
 from nemo_gym.experience.generation.weights import write_weights
 from nemo_gym.experience.grpo import grpo_step, training_batch
 from nemo_gym.experience.interfaces import DatumSpec
-from nemo_gym.experience.prompt_loader import StatefulPromptLoader
-from nemo_gym.experience.replay_buffer import ReplayBuffer
 from nemo_gym.experience.rollout_manager import RolloutManager
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
+from nemo_gym.experience.turns.chat_template import ChatTemplate
 from nemo_gym.jsonl_records import iter_records
 
 MAX_SEQ_LEN = 2048
@@ -142,7 +143,7 @@ class Rollouts:
                               policy_generation=self.policy, greedy=greedy)
 
 
-def collector_config(config: GRPOConfig) -> dict[str, Any]:
+def collector_config(config: GRPOConfig) -> MasterConfig:
     return {"grpo": {"num_prompts_per_step": config.prompts_per_step,
                      "num_generations_per_prompt": config.generations_per_prompt, "max_rollout_turns": config.turns,
                      "async_grpo": {"max_trajectory_age_steps": config.max_trajectory_age,

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from nemo_gym.errors import InputDataError
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.interfaces import DatumSpec
-from nemo_gym.experience.message_log import message_log_length
+from nemo_gym.experience.turns.chat_template import ChatTemplate
+from nemo_gym.experience.turns.message_log import message_log_length
 from nemo_gym.jsonl_records import iter_records
 from nemo_gym.protocol import input_to_messages
 

@@ -4,9 +4,17 @@ A trainer catches `ExperienceError` to handle them all, or a subclass to handle 
 (sample, turn, prompt group) so the failure is visible instead of being scored as a reward of 0.
 """
 
+from nemo_gym.errors import ConfigError
+
 
 class ExperienceError(Exception):
     """Base of every error raised by `nemo_gym.experience`."""
+
+
+class CollectorConfigError(ExperienceError, ConfigError):
+    """A master config the asynchronous collector cannot run with; the message names the key (`grpo.async_grpo...`).
+
+    Also the package's `ConfigError`, so a caller that handles every bad setting the same way catches it too."""
 
 
 class GenerationError(ExperienceError):

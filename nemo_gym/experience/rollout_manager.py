@@ -14,9 +14,8 @@ import copy
 import time
 from typing import Any, Optional
 
-from nemo_gym.experience.agent_params import agent_request_params
-from nemo_gym.experience.agent_results import result_to_completion
-from nemo_gym.experience.backend_compat import require_async_backend
+from nemo_gym.experience.agents.params import agent_request_params
+from nemo_gym.experience.agents.results import result_to_completion
 from nemo_gym.experience.environments.calling import check_environment
 from nemo_gym.experience.environments.interfaces import EnvironmentInterface
 from nemo_gym.experience.errors import ExperienceError, PromptGroupError
@@ -29,9 +28,10 @@ from nemo_gym.experience.interfaces import (
     LLMMessageLogType,
     PromptGroupRecord,
 )
-from nemo_gym.experience.message_log import generation_weight_versions
-from nemo_gym.experience.rollout_metrics import batch_rollout_metrics
-from nemo_gym.experience.rollouts import UNLIMITED_TURNS, aggregate_sample_metrics, run_sample_multi_turn_rollout
+from nemo_gym.experience.turns.backend_compat import require_async_backend
+from nemo_gym.experience.turns.message_log import generation_weight_versions
+from nemo_gym.experience.turns.rollout_metrics import batch_rollout_metrics
+from nemo_gym.experience.turns.rollouts import UNLIMITED_TURNS, aggregate_sample_metrics, run_sample_multi_turn_rollout
 from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
 
 TokenizerType = Any
@@ -147,7 +147,7 @@ class AsyncNemoGymRolloutImpl:
     def _build_inputs(self, input_sample: DatumSpec) -> list[dict]:
         """N rows of the prompt's NeMo Gym row, keyed (prompt idx, j), with the generation config, greedy, the
         sample's stop strings and the rollout limits applied and the token ids of every generation asked for
-        (agent_params.py)."""
+        (agents/params.py)."""
         row = input_sample.get("extra_env_info")
         if not isinstance(row, dict) or not isinstance(row.get("responses_create_params"), dict):
             raise ExperienceError(

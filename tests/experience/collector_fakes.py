@@ -13,18 +13,19 @@ from typing import Any, Iterable, Iterator, Optional
 
 import pytest
 
+from nemo_gym.experience.collector.config import MasterConfig
+from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.errors import DataExhaustedError, GenerationError, PromptGroupError
 from nemo_gym.experience.interfaces import DatumSpec, PromptGroupRecord
-from nemo_gym.experience.prompt_loader import StatefulPromptLoader
-from nemo_gym.experience.replay_buffer import ReplayBuffer
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
 
 
 def make_dataset(size: int) -> list[DatumSpec]:
     return [DatumSpec(message_log=[], extra_env_info={"answer": i}, task_name="fake", idx=i) for i in range(size)]
 
 
-def master_config(prompts_per_step: int = 4, max_age: int = 2, **async_grpo: Any) -> dict[str, Any]:
+def master_config(prompts_per_step: int = 4, max_age: int = 2, **async_grpo: Any) -> MasterConfig:
     return {
         "grpo": {"num_prompts_per_step": prompts_per_step, "num_generations_per_prompt": 2,
                  "async_grpo": {"max_trajectory_age_steps": max_age, **async_grpo}},

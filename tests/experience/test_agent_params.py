@@ -1,7 +1,7 @@
 """A trainer's generation settings as a NeMo Gym row's create params (the agent path), without servers: the
 real-stack tests in test_rollout_manager_agents_vllm.py show vLLM receiving and obeying them."""
 
-from nemo_gym.experience.agent_params import agent_request_params
+from nemo_gym.experience.agents.params import agent_request_params
 from nemo_gym.protocol import MAX_SEQ_LEN_PARAM, MAX_TURNS_PARAM, RETURN_TOKENS_PARAM
 
 ROW = {"input": "What is 2 + 2?", "stop": "###", "top_k": 40, "max_output_tokens": 99}

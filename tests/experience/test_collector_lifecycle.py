@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.errors import (
     CollectorCheckpointError,
     CollectorDiedError,
     CollectorShutdownError,
     DataExhaustedError,
 )
-from nemo_gym.experience.replay_buffer import ReplayBuffer
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
 from tests.experience.collector_fakes import (
     ScriptedRolloutManager,
     collector_threads,

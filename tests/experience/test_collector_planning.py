@@ -2,8 +2,8 @@
 
 import pytest
 
-from nemo_gym.experience.replay_buffer import ReplayBuffer
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from tests.experience.collector_fakes import ScriptedRolloutManager, master_config
 
 pytestmark = pytest.mark.timeout(30)

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
-from nemo_gym.experience.prompt_loader import StatefulPromptLoader
-from nemo_gym.experience.prompt_source import PendingPrompt, PromptSource
+from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
+from nemo_gym.experience.collector.prompt_source import PendingPrompt, PromptSource
 from tests.experience.collector_fakes import make_dataset
 
 pytestmark = pytest.mark.timeout(30)

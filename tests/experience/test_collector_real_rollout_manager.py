@@ -4,12 +4,12 @@ template; only the policy and the environment are scripted, so rewards are exact
 import pytest
 from transformers import AutoTokenizer
 
-from nemo_gym.experience.chat_template import ChatTemplate
-from nemo_gym.experience.collector_checkpoint import read_checkpoint
+from nemo_gym.experience.collector.checkpoint import read_checkpoint
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.errors import DataExhaustedError
 from nemo_gym.experience.interfaces import PromptGroupRecord
-from nemo_gym.experience.replay_buffer import ReplayBuffer
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
+from nemo_gym.experience.turns.chat_template import ChatTemplate
 from tests.helpers.model import MODEL_DIR
 from tests.experience.collector_fakes import master_config, no_thread_leak
 from tests.experience.scripted import CountdownEnvironment, ScriptedGeneration, countdown_samples

@@ -11,14 +11,14 @@ import psutil
 import pytest
 from transformers import AutoTokenizer
 
-from nemo_gym.experience.chat_template import ChatTemplate
+from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.datasets import datum_from_row
 from nemo_gym.experience.environments.math_environment import MathEnvironment
 from nemo_gym.experience.generation import VllmHttpGeneration
-from nemo_gym.experience.prompt_loader import StatefulPromptLoader
-from nemo_gym.experience.replay_buffer import ReplayBuffer
 from nemo_gym.experience.rollout_manager import RolloutManager
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
+from nemo_gym.experience.turns.chat_template import ChatTemplate
 from tests.helpers.model import MODEL_DIR
 from tests.experience.collector_fakes import train_step, wait_for
 from tests.helpers.stack import REPO_ROOT, environment_config, running_stack

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from nemo_gym.experience import collector_checkpoint
+from nemo_gym.experience.collector import checkpoint as collector_checkpoint
 from nemo_gym.experience.errors import CollectorCheckpointError
 from tests.experience.collector_fakes import (
     ScriptedRolloutManager,

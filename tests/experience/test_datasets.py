@@ -5,9 +5,9 @@ import pytest
 from transformers import AutoTokenizer
 
 from nemo_gym.errors import InputDataError
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.datasets import datum_from_row, iter_jsonl_datums
-from nemo_gym.experience.message_log import flat_token_ids
+from nemo_gym.experience.turns.chat_template import ChatTemplate
+from nemo_gym.experience.turns.message_log import flat_token_ids
 from tests.helpers.model import MODEL_DIR
 
 TOKENIZER = AutoTokenizer.from_pretrained(MODEL_DIR)

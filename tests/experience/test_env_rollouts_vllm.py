@@ -7,11 +7,11 @@ import pytest
 from transformers import AutoTokenizer
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.environments.math_environment import MathEnvironment
 from nemo_gym.experience.environments.number_guess import NumberGuessEnvironment
 from nemo_gym.experience.generation import VllmHttpGeneration
-from nemo_gym.experience.rollouts import run_async_multi_turn_rollout
+from nemo_gym.experience.turns.chat_template import ChatTemplate
+from nemo_gym.experience.turns.rollouts import run_async_multi_turn_rollout
 from nemo_gym.resources_servers.math.generate_arithmetic import generate_rows as arithmetic_rows
 from nemo_gym.resources_servers.math.verifier import extract_answer
 from nemo_gym.resources_servers.number_guess import game

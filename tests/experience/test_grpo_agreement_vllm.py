@@ -17,7 +17,6 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.datasets import datum_from_row
 from nemo_gym.experience.environments.math_environment import MathEnvironment
 from nemo_gym.experience.environments.number_guess import NumberGuessEnvironment
@@ -27,6 +26,7 @@ from nemo_gym.experience.generation.weights import write_weights
 from nemo_gym.experience.grpo import completion_logprobs, token_mult_prob_error
 from nemo_gym.experience.interfaces import Completion
 from nemo_gym.experience.rollout_manager import RolloutManager
+from nemo_gym.experience.turns.chat_template import ChatTemplate
 from tests.helpers.model import MODEL_DIR
 from tests.helpers.stack import REPO_ROOT, Stack, math_and_game_agents
 

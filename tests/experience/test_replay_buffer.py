@@ -5,9 +5,9 @@ import time
 
 import pytest
 
+from nemo_gym.experience.collector.prompt_source import PendingPrompt
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
 from nemo_gym.experience.errors import CollectionTimeoutError, CollectorDiedError, DataExhaustedError
-from nemo_gym.experience.prompt_source import PendingPrompt
-from nemo_gym.experience.replay_buffer import ReplayBuffer
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -8,11 +8,11 @@ import orjson
 import pytest
 from transformers import AutoTokenizer
 
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.datasets import datum_from_row
 from nemo_gym.experience.errors import PromptGroupError
-from nemo_gym.experience.message_log import flat_token_ids
 from nemo_gym.experience.rollout_manager import RolloutManager
+from nemo_gym.experience.turns.chat_template import ChatTemplate
+from nemo_gym.experience.turns.message_log import flat_token_ids
 from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
 from tests.experience.generation_support import CountingProxy
 from tests.helpers.model import MODEL_DIR

@@ -5,9 +5,9 @@ import asyncio
 import pytest
 from transformers import AutoTokenizer
 
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.errors import PromptGroupError, SampleRolloutError, UnsupportedBackendError
 from nemo_gym.experience.rollout_manager import AsyncRolloutImpl, RolloutManager
+from nemo_gym.experience.turns.chat_template import ChatTemplate
 from tests.helpers.model import MODEL_DIR
 from tests.experience.scripted import CountdownEnvironment, ScriptedGeneration, countdown_samples
 

@@ -8,12 +8,12 @@ import pytest
 from transformers import AutoTokenizer
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.environments.calling import RemoteEnvironment
 from nemo_gym.experience.errors import EnvironmentStepError, PromptGroupError, UnsupportedBackendError
-from nemo_gym.experience.message_log import flat_token_ids
 from nemo_gym.experience.rollout_manager import RolloutManager
-from nemo_gym.experience.rollouts import run_async_multi_turn_rollout, run_multi_turn_rollout
+from nemo_gym.experience.turns.chat_template import ChatTemplate
+from nemo_gym.experience.turns.message_log import flat_token_ids
+from nemo_gym.experience.turns.rollouts import run_async_multi_turn_rollout, run_multi_turn_rollout
 from tests.experience.nemo_rl_fakes import LOGPROB, ActorHandle, NemoRLStyleGeneration, fake_ray_get
 from tests.experience.scripted import CountdownEnvironment, ScriptedGeneration, countdown_samples
 from tests.helpers.model import MODEL_DIR

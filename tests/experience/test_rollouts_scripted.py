@@ -8,15 +8,15 @@ import torch
 from transformers import AutoTokenizer
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.errors import (
     EnvironmentStepError,
     SampleRolloutError,
     UnknownTaskError,
     UnsupportedBackendError,
 )
-from nemo_gym.experience.message_log import flat_token_ids
-from nemo_gym.experience.rollouts import (
+from nemo_gym.experience.turns.chat_template import ChatTemplate
+from nemo_gym.experience.turns.message_log import flat_token_ids
+from nemo_gym.experience.turns.rollouts import (
     calculate_rewards,
     generate_responses_async,
     run_async_multi_turn_rollout,
@@ -165,7 +165,7 @@ def test_slow_synchronous_environment_does_not_block_the_event_loop() -> None:
             loop_ticked.set()
 
         task = asyncio.create_task(ticker())
-        from nemo_gym.experience.rollouts import run_samples_concurrently
+        from nemo_gym.experience.turns.rollouts import run_samples_concurrently
         await run_samples_concurrently(_policy(), countdown_samples(TEMPLATE, [1]), TOKENIZER,
                                        {"countdown": SlowEnvironment()}, max_seq_len=2048)
         await task

@@ -4,10 +4,10 @@ for exactly the flattened conversation before it; length limits and stop strings
 import pytest
 from transformers import AutoTokenizer
 
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.generation import VllmHttpGeneration
-from nemo_gym.experience.message_log import flat_token_ids
-from nemo_gym.experience.rollouts import run_async_multi_turn_rollout, run_multi_turn_rollout
+from nemo_gym.experience.turns.chat_template import ChatTemplate
+from nemo_gym.experience.turns.message_log import flat_token_ids
+from nemo_gym.experience.turns.rollouts import run_async_multi_turn_rollout, run_multi_turn_rollout
 from tests.helpers.model import MODEL_DIR
 from tests.experience.generation_support import CountingProxy
 from tests.experience.scripted import CountdownEnvironment, countdown_samples

@@ -8,10 +8,10 @@ from typing import Iterator
 import pytest
 import torch
 
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.errors import WeightUpdateError
 from nemo_gym.experience.generation import HFGeneration
 from nemo_gym.experience.rollout_manager import RolloutManager
+from nemo_gym.experience.turns.chat_template import ChatTemplate
 from tests.experience.generation_support import chat_prompt, generated_part, make_batch
 from tests.experience.scripted import CountdownEnvironment, countdown_samples
 from tests.experience.weight_folders import write_weight_folders

@@ -14,11 +14,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.errors import GenerationError, UnsupportedBackendError, WeightUpdateError
 from nemo_gym.experience.generation import VllmHttpGeneration
 from nemo_gym.experience.generation.interfaces import implements
-from nemo_gym.experience.replay_buffer import ReplayBuffer
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
 from tests.experience.collector_fakes import ScriptedRolloutManager, master_config
 from tests.experience.generation_support import FakeVllm, LoopbackServer, make_batch
 from tests.experience.scripted import ScriptedGeneration

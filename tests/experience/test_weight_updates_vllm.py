@@ -17,14 +17,14 @@ import psutil
 import pytest
 from transformers import AutoTokenizer
 
-from nemo_gym.experience.chat_template import ChatTemplate
+from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
+from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.datasets import datum_from_row
 from nemo_gym.experience.environments.math_environment import MathEnvironment
 from nemo_gym.experience.errors import WeightUpdateError
 from nemo_gym.experience.generation import VllmHttpGeneration
-from nemo_gym.experience.prompt_loader import StatefulPromptLoader
-from nemo_gym.experience.replay_buffer import ReplayBuffer
-from nemo_gym.experience.trajectory_collector import AsyncTrajectoryCollector
+from nemo_gym.experience.turns.chat_template import ChatTemplate
 from tests.experience.generation_support import FakeVllm, LoopbackServer, chat_prompt, generated_part, make_batch
 from tests.experience.weight_folders import write_weight_folders
 from tests.helpers.model import MODEL_DIR

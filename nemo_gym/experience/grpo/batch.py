@@ -14,7 +14,7 @@ import torch
 from nemo_gym.experience.errors import TokenAlignmentError
 from nemo_gym.experience.grpo.advantages import group_advantages
 from nemo_gym.experience.interfaces import LLMMessageLogType, PromptGroupRecord
-from nemo_gym.experience.message_log import as_token_tensor
+from nemo_gym.experience.turns.message_log import as_token_tensor
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from transformers import AutoTokenizer
 
-from nemo_gym.experience.agent_results import result_to_completion
+from nemo_gym.experience.agents.results import result_to_completion
 from tests.helpers.model import MODEL_DIR
 from tests.helpers.stack import REPO_ROOT, Stack, environment_config, running_stack
 

@@ -7,7 +7,7 @@ import httpx
 import pytest
 from transformers import AutoTokenizer
 
-from nemo_gym.experience.chat_template import ChatTemplate
+from nemo_gym.experience.turns.chat_template import ChatTemplate
 from tests.helpers.model import MODEL_DIR
 from tests.helpers.stack import REPO_ROOT, running_stack
 

@@ -28,9 +28,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
-from nemo_gym.experience.collector_checkpoint import read_checkpoint, write_checkpoint
-from nemo_gym.experience.collector_config import AsyncCollectorConfig
-from nemo_gym.experience.collector_metrics import CollectorMetrics, FailedPromptGroup
+from nemo_gym.experience.collector.checkpoint import read_checkpoint, write_checkpoint
+from nemo_gym.experience.collector.config import MasterConfig, parse_master_config
+from nemo_gym.experience.collector.metrics import CollectorMetrics, FailedPromptGroup
+from nemo_gym.experience.collector.prompt_source import PendingPrompt, PromptSource, StatefulLoader
+from nemo_gym.experience.collector.replay_buffer import BufferedGroup, ReplayBuffer
 from nemo_gym.experience.errors import (
     CollectionStoppedError,
     CollectionTimeoutError,
@@ -44,8 +46,6 @@ from nemo_gym.experience.errors import (
 )
 from nemo_gym.experience.generation.interfaces import implements
 from nemo_gym.experience.interfaces import PromptGroupRecord
-from nemo_gym.experience.prompt_source import PendingPrompt, PromptSource, StatefulLoader
-from nemo_gym.experience.replay_buffer import BufferedGroup, ReplayBuffer
 
 
 @dataclass
@@ -63,9 +63,9 @@ class AsyncTrajectoryCollector:
     """Collects trajectories asynchronously and adds them to the replay buffer."""
 
     def __init__(self, policy_generation: Any, tokenizer: Any, task_to_env: Mapping[str, Any],
-                 master_config: Mapping[str, Any], replay_buffer: ReplayBuffer, start_step: int = 0, *,
+                 master_config: MasterConfig, replay_buffer: ReplayBuffer, start_step: int = 0, *,
                  rollout_manager: Any = None) -> None:
-        self.config = AsyncCollectorConfig.from_master_config(master_config)
+        self.config = parse_master_config(master_config)
         if replay_buffer.max_size < self.config.min_buffer_size:
             raise ValueError(
                 f"replay buffer max_size {replay_buffer.max_size} < num_prompts_per_step x "
@@ -285,7 +285,7 @@ class AsyncTrajectoryCollector:
             }
 
     def save_checkpoint(self, path: str | os.PathLike) -> None:
-        """Write `state_dict()` atomically to `path` (see collector_checkpoint)."""
+        """Write `state_dict()` atomically to `path` (see checkpoint.py)."""
         write_checkpoint(path, self.state_dict())
 
     def load_checkpoint(self, path: str | os.PathLike) -> None:

@@ -18,8 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
+from nemo_gym.experience.collector.prompt_source import PendingPrompt
 from nemo_gym.experience.errors import CollectionStoppedError, CollectionTimeoutError, DataExhaustedError
-from nemo_gym.experience.prompt_source import PendingPrompt
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Every turn appends two messages to a sample's log: the assistant message with the exact generated `token_ids` and
 their `generation_logprobs`, then the environment's observation with the tokens the chat template gives it after
-that turn (nemo_gym.experience.chat_template). Flattening a log therefore always gives the exact sequence the
+that turn (nemo_gym.experience.turns.chat_template). Flattening a log therefore always gives the exact sequence the
 policy saw and produced, and never more than `max_seq_len` tokens.
 
 Two ways to run a batch: `run_multi_turn_rollout` steps every active sample together, one batched generation per
@@ -26,9 +26,7 @@ from typing import Any, Coroutine, Optional, Sequence, TypeVar
 
 import torch
 
-from nemo_gym.experience.backend_compat import conform_outputs, pad_token_id_of, require_async_backend
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
-from nemo_gym.experience.chat_template import ChatTemplate
 from nemo_gym.experience.environments.calling import check_environment, step_environment
 from nemo_gym.experience.environments.interfaces import EnvironmentInterface, EnvironmentReturn
 from nemo_gym.experience.errors import (
@@ -39,8 +37,10 @@ from nemo_gym.experience.errors import (
 )
 from nemo_gym.experience.generation.interfaces import GenerationInterface, GenerationOutputSpec
 from nemo_gym.experience.interfaces import DatumSpec, LLMMessage, LLMMessageLogType
-from nemo_gym.experience.message_log import batched_message_log_to_flat_message, chat_view, message_log_length
-from nemo_gym.experience.rollout_metrics import batch_rollout_metrics
+from nemo_gym.experience.turns.backend_compat import conform_outputs, pad_token_id_of, require_async_backend
+from nemo_gym.experience.turns.chat_template import ChatTemplate
+from nemo_gym.experience.turns.message_log import batched_message_log_to_flat_message, chat_view, message_log_length
+from nemo_gym.experience.turns.rollout_metrics import batch_rollout_metrics
 
 T = TypeVar("T")
 UNLIMITED_TURNS = 999999
