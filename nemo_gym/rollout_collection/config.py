@@ -15,15 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from nemo_gym.config.loader import COMMAND_LINE, GlobalConfig
 from nemo_gym.config.typed import FilePath, Settings, Text, build, check_unknown_keys
 from nemo_gym.errors import ConfigError
-from nemo_gym.run_format import (
-    AGGREGATE_METRICS_SUFFIX,
-    COLLECT_LOG_SUFFIX,
-    FAILURES_SUFFIX,
-    MANIFEST_SUFFIX,
-    MATERIALIZED_INPUTS_SUFFIX,
-    prepared_inputs_suffix,
-    sidecar,
-)
+from nemo_gym.run_files.paths import RunPaths
 from nemo_gym.server.client import head_url_from_config
 
 REPEATS_DEFAULT_KEY = "_default"
@@ -156,7 +148,7 @@ class SharedRolloutCollectionConfig(_FromGlobal):
         if isinstance(data, dict) and data.get("materialized_jsonl_fpath") is None and "output_jsonl_fpath" in data:
             output = data["output_jsonl_fpath"]
             if isinstance(output, (str, Path)):
-                data = {**data, "materialized_jsonl_fpath": sidecar(str(output), MATERIALIZED_INPUTS_SUFFIX)}
+                data = {**data, "materialized_jsonl_fpath": RunPaths(output).materialized_inputs}
         return data
 
     @model_validator(mode="after")
@@ -194,24 +186,24 @@ class SharedRolloutCollectionConfig(_FromGlobal):
         return Path(self.output_jsonl_fpath)
 
     @property
+    def run_paths(self) -> RunPaths:
+        return RunPaths(self.output_jsonl_fpath)
+
+    @property
     def failures_jsonl_fpath(self) -> Path:
-        return sidecar(self.output_jsonl_fpath, FAILURES_SUFFIX)
+        return self.run_paths.failures
 
     @property
     def manifest_fpath(self) -> Path:
-        return sidecar(self.output_jsonl_fpath, MANIFEST_SUFFIX)
+        return self.run_paths.manifest
 
     @property
     def collect_log_fpath(self) -> Path:
-        return sidecar(self.output_jsonl_fpath, COLLECT_LOG_SUFFIX)
+        return self.run_paths.collect_log
 
     @property
     def aggregate_metrics_fpath(self) -> Path:
-        return aggregate_metrics_path(self.output_jsonl_fpath)
-
-
-def aggregate_metrics_path(output_jsonl_fpath: str) -> Path:
-    return sidecar(output_jsonl_fpath, AGGREGATE_METRICS_SUFFIX)
+        return self.run_paths.aggregate_metrics
 
 
 class RolloutCollectionConfig(SharedRolloutCollectionConfig):
@@ -245,7 +237,7 @@ class E2ERolloutCollectionConfig(SharedRolloutCollectionConfig):
 
     @property
     def prepared_inputs_fpath(self) -> Path:
-        return sidecar(self.output_jsonl_fpath, prepared_inputs_suffix(self.split))
+        return self.run_paths.prepared_inputs(self.split)
 
 
 class RolloutAggregationConfig(_FromGlobal):
@@ -266,4 +258,4 @@ class RolloutAggregationConfig(_FromGlobal):
 
     @property
     def aggregate_metrics_fpath(self) -> Path:
-        return aggregate_metrics_path(self.output_jsonl_fpath)
+        return RunPaths(self.output_jsonl_fpath).aggregate_metrics
