@@ -62,3 +62,16 @@ def count_rows(path: Path, limit: int | None = None) -> int:
             break
         count += 1
     return count
+
+
+def line_number_at(path: Path, offset: int) -> int:
+    """1-based line of the byte at `offset` (for an error message about a line found by its offset)."""
+    count = 0
+    with open(path, "rb") as file:
+        while offset > 0:
+            chunk = file.read(min(offset, 1 << 20))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            offset -= len(chunk)
+    return count + 1

@@ -34,6 +34,7 @@ from nemo_gym.run_files.manifest import ManifestError, read_manifest
 from nemo_gym.run_files.metrics_file import metrics_heads
 from nemo_gym.run_files.paths import RunPaths
 from nemo_gym.run_files.paths import rollout_files as matching_rollout_files
+from nemo_gym.run_files.rows import line_number_at
 from nemo_gym.viewer.columns import ROW_COLUMNS, TASK_COLUMNS, ColumnStore, ColumnWriter
 from nemo_gym.viewer.errors import NotFound, ViewerError
 from nemo_gym.viewer.row_fields import agent_of, numbers
@@ -73,19 +74,6 @@ def _manifest(rollouts: Path) -> dict[str, Any] | None:
         return read_manifest(RunPaths(rollouts).manifest)
     except (OSError, ManifestError):
         return None
-
-
-def _line_number(path: Path, offset: int) -> int:
-    """1-based line of the byte at `offset` (only computed for an error message)."""
-    count = 0
-    with open(path, "rb") as file:
-        while offset > 0:
-            chunk = file.read(min(offset, 1 << 20))
-            if not chunk:
-                break
-            count += chunk.count(b"\n")
-            offset -= len(chunk)
-    return count + 1
 
 
 class _Builder:
@@ -130,11 +118,11 @@ class _Builder:
             row = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             path = self.files[file_no]
-            raise InputDataError(f"{path}:{_line_number(path, offset)}: not valid JSON ({exc})") from None
+            raise InputDataError(f"{path}:{line_number_at(path, offset)}: not valid JSON ({exc})") from None
         agent = agent_of(row)
         if agent is None:
             path = self.files[file_no]
-            raise InputDataError(f"{path}:{_line_number(path, offset)}: rollout row has no agent_ref.name")
+            raise InputDataError(f"{path}:{line_number_at(path, offset)}: rollout row has no agent_ref.name")
         accumulator = self.accumulators.get(agent)
         if accumulator is None:
             accumulator = self.accumulators[agent] = AgentAccumulator(self.directory)
