@@ -2,8 +2,8 @@
 and sorts on, built once and reused.
 
 The build is one streaming pass over the rows in key order, from the aggregation's own key index
-(`run_files.key_order.iter_unique_entries`: 40 bytes per row, sorted in memory or in runs on disk, each row read back by
-offset). Per row it keeps its location (file, byte offset, length) and a few numbers (reward, tokens, tool calls,
+(`run_files.key_order.iter_unique_entries`: 40 bytes per row, sorted in memory or in runs on disk, each row read back
+by offset). Per row it keeps its location (file, byte offset, length) and a few numbers (reward, tokens, tool calls,
 agent, failure class) in a column store on disk, per task its row span and mean reward, and it feeds the metrics
 library's accumulators for the overview. Nothing is kept per row in memory, so a million-row file builds with the
 memory of a thousand-row one. Rows are read back later by `pread` of exactly their bytes.
