@@ -6,20 +6,18 @@ from typing import Any, Iterator
 import orjson
 
 from nemo_gym.errors import InputDataError
+from nemo_gym.run_files.rows import iter_lines
 
 
 def iter_records(path: Path, shown_as: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
     """('file:line', record) for every non-blank line; `shown_as` is how the file is named in errors."""
     name = shown_as or str(path)
-    with open(path, "rb") as file:
-        for line_no, line in enumerate(file, start=1):
-            if not line.strip():
-                continue
-            where = f"{name}:{line_no}"
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise InputDataError(f"{where}: malformed JSON ({exc})") from None
-            if not isinstance(record, dict):
-                raise InputDataError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
-            yield where, record
+    for line_no, _, line in iter_lines(path):
+        where = f"{name}:{line_no}"
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise InputDataError(f"{where}: malformed JSON ({exc})") from None
+        if not isinstance(record, dict):
+            raise InputDataError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
+        yield where, record

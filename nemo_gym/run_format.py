@@ -13,9 +13,9 @@ each name is defined once, here, and nowhere else.
 
 A Slurm run directory holds shard outputs named by `shard_file_name`, completion markers named by
 `done_marker_name`, and the merged output `MERGED_ROLLOUTS` with its sidecars (nemo_gym.slurm.layout places them).
-"""
 
-from pathlib import Path
+The names only: nemo_gym.run_files builds the paths from them and reads and writes the files.
+"""
 
 # Row fields. The two keys identify a rollout; our writers put them first in every line.
 TASK_INDEX = "_ng_task_index"
@@ -54,20 +54,8 @@ SUMMARY = "summary.json"
 SUBMISSION = "submission.json"
 
 
-def sidecar(rollouts: str | Path, suffix: str) -> Path:
-    """`<stem><suffix>` next to the rollouts file `rollouts`."""
-    path = Path(rollouts)
-    return path.with_name(f"{path.stem}{suffix}")
-
-
 def prepared_inputs_suffix(split: str) -> str:
     return f"_{split}{PREPARED_INPUTS_SUFFIX}"
-
-
-def report_path(metrics_path: Path) -> Path:
-    """`<stem>_report.html` next to `<stem>_aggregate_metrics.json`."""
-    name = metrics_path.name.removesuffix(AGGREGATE_METRICS_SUFFIX)
-    return metrics_path.with_name(name + REPORT_SUFFIX)
 
 
 def shard_file_name(shard: int | str, num_shards: int | str) -> str:

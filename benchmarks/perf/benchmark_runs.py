@@ -19,11 +19,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from benchmarks.perf.lifecycle import run_child
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, load_average, recording
 from benchmarks.perf.vllm_server import MODEL_NAME, vllm_server
+from nemo_gym.jsonl_records import iter_records
+from nemo_gym.run_files.metrics_file import read_metrics
+from nemo_gym.run_files.paths import RunPaths
 from nemo_gym.server.supervisor import free_port
 
 RUNS = {  # benchmark -> (prepare options, collection options)
@@ -58,8 +59,8 @@ def run_benchmark(name: str, options: tuple[list[str], list[str]], base_url: str
     done = _DONE.search(stdout)
     if done is None:
         raise RuntimeError(f"no 'done:' line in the output of {name}:\n{stdout[-3000:]}")
-    rows = [orjson.loads(line) for line in output.read_bytes().splitlines()]
-    metrics = orjson.loads(output.with_name(f"{output.stem}_aggregate_metrics.json").read_bytes())[0]
+    rows = [row for _, row in iter_records(output)]
+    metrics = read_metrics(RunPaths(output).aggregate_metrics)[0]
     agent_metrics = metrics["agent_metrics"]
     figures: dict[str, Any] = {
         "rollouts": len(rows), "collection_s": float(done.group(2)), "command_wall_s": round(wall, 1),

@@ -17,10 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import orjson
-
 from benchmarks.perf.lifecycle import run_child
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, load_average, recording
+from nemo_gym.jsonl_records import iter_records
 from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
 from nemo_gym.server.supervisor import free_port
 
@@ -43,7 +42,7 @@ def main() -> None:
         done = _DONE.search(result.stdout)
         if result.returncode != 0 or done is None:
             raise BenchmarkFailed(f"scripts/main.sh exited {result.returncode}:\n{result.stdout[-3000:]}")
-        rows = [orjson.loads(line) for line in output.read_bytes().splitlines()]
+        rows = [row for _, row in iter_records(output)]
         collection_s = float(done.group(2))
         recorder.write({"collection_share_of_wall": round(collection_s / wall, 3)}, {
             "settings": {"command": "NEMO_GYM_SKIP_SETUP=1 bash scripts/main.sh", "overrides": extra,

@@ -25,6 +25,7 @@ from benchmarks.perf.harness import WEATHER_AGENT, run_collector, weather_stack
 from benchmarks.perf.results import load_average, recording
 from benchmarks.perf.vllm_server import MODEL_NAME, vllm_server
 from nemo_gym.http_client import HttpClient
+from nemo_gym.jsonl_records import iter_records
 from nemo_gym.protocol import to_chat_request
 
 def rows(n: int, max_tokens: int) -> list[dict[str, Any]]:
@@ -61,7 +62,7 @@ async def direct(base_url: str, batch: list[dict[str, Any]], concurrency: int) -
 def stack_phase(stack: Any, work: Path, name: str, concurrency: int) -> dict[str, Any]:
     output = work / f"{name}_out.jsonl"
     result = run_collector(stack, work / "rows.jsonl", output, WEATHER_AGENT, concurrency)
-    tokens = sum(orjson.loads(line)["response"]["usage"]["output_tokens"] for line in output.open("rb"))
+    tokens = sum(row["response"]["usage"]["output_tokens"] for _, row in iter_records(output))
     return {"rollouts_per_s": result["rollouts_per_s"], "seconds": result["elapsed_s"], "tokens": tokens}
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from nemo_gym.benchmark_layout.discover import Benchmark
 from nemo_gym.config.loader import load_global_config
 from nemo_gym.config.servers import server_specs
+from nemo_gym.run_files.rows import count_rows
 
 AGENT_KIND = "responses_api_agents"
 RESOURCES_KIND = "resources_servers"
@@ -30,12 +31,9 @@ class BenchmarkInfo:
     datasets: list[DatasetInfo]
 
 
-def count_rows(path: Path) -> int | None:
+def _rows_if_present(path: Path) -> int | None:
     """Non-blank lines of a JSONL file, or None when it does not exist."""
-    if not path.is_file():
-        return None
-    with open(path, "rb") as file:
-        return sum(1 for line in file if line.strip())
+    return count_rows(path) if path.is_file() else None
 
 
 def describe(benchmark: Benchmark) -> BenchmarkInfo:
@@ -50,5 +48,5 @@ def describe(benchmark: Benchmark) -> BenchmarkInfo:
             if isinstance(entry, dict) and entry.get("jsonl_fpath"):
                 path = benchmark.root / str(entry["jsonl_fpath"])
                 datasets.append(DatasetInfo(str(entry.get("name", "")), str(entry.get("type", "?")), path,
-                                            count_rows(path)))
+                                            _rows_if_present(path)))
     return BenchmarkInfo(benchmark, environments, datasets)

@@ -19,6 +19,7 @@ from pydantic import ConfigDict, PydanticSchemaGenerationError, TypeAdapter, Val
 from nemo_gym.benchmark_layout.discover import Benchmark, shown
 from nemo_gym.config.typed import lenient, type_name
 from nemo_gym.errors import ConfigError, InputDataError
+from nemo_gym.run_files.rows import iter_lines
 
 PrepareFunction = Callable[..., Any]
 _KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -102,11 +103,9 @@ def count_valid_rows(path: Path) -> int:
     if not path.is_file():
         raise InputDataError(f"{shown(path)}: not a file")
     rows = 0
-    with open(path, "rb") as file:
-        for line_no, line in enumerate(file, start=1):
-            if line.strip():
-                _check_row(path, line_no, line)
-                rows += 1
+    for line_no, _, line in iter_lines(path):
+        _check_row(path, line_no, line)
+        rows += 1
     if not rows:
         raise InputDataError(f"{shown(path)}: no rows")
     return rows

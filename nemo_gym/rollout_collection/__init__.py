@@ -6,12 +6,7 @@
 """
 
 from nemo_gym.errors import RolloutFailedError
-from nemo_gym.rollout_collection.aggregate import (
-    AggregateResult,
-    _expand_input_glob,
-    aggregate_rollouts,
-    merge_shards,
-)
+from nemo_gym.rollout_collection.aggregate import AggregateResult, aggregate_rollouts, merge_shards
 from nemo_gym.rollout_collection.collect import CollectionSummary, collect_rollouts
 from nemo_gym.rollout_collection.config import (
     E2ERolloutCollectionConfig,
@@ -24,6 +19,7 @@ from nemo_gym.rollout_collection.helper import RolloutAggregationHelper, Rollout
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy
 from nemo_gym.rollout_collection.runner import run_async
 from nemo_gym.rollout_collection.stream import RolloutStream
+from nemo_gym.run_files.paths import expand_input_glob as _expand_input_glob  # NeMo Gym's name for it
 
 __all__ = [
     "AggregateResult",

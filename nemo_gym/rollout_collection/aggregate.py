@@ -1,7 +1,7 @@
 """Metrics over finished rollouts and merging of shard files: the one aggregation path of the collector.
 
 ng_collect_rollouts (at the end of a run) and ng_aggregate_rollouts (over shards) both call `aggregate_rollouts`,
-so live and offline numbers cannot disagree. It reads every key once in key order (`shards.iter_unique_lines`),
+so live and offline numbers cannot disagree. It reads every key once in key order (`run_files.key_order`),
 computes the generic metrics in this process (`nemo_gym.metrics`: per-field statistics, pass@k, majority@k, a
 bootstrap interval, failure rates), and then lets each environment add its own: the agent's `/aggregate_metrics`
 gets the library's `agent_metrics`; only an environment that overrides a row hook answers `needs_rows` and then
@@ -9,13 +9,12 @@ gets the compact rows too (keys and scalar fields, no transcripts), as one reque
 over the files. The environment's answer is merged over the library's numbers.
 """
 
-import glob
 import os
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, BinaryIO, Iterator, Sequence
+from typing import Any, AsyncIterator, Iterator, Sequence
 
 import orjson
 
@@ -28,28 +27,16 @@ from nemo_gym.json_chunks import as_async, json_array_chunks
 from nemo_gym.metrics.accumulator import AgentAccumulator, AgentMetrics, compact_row, iter_groups
 from nemo_gym.metrics.report import AgentReport, write_report
 from nemo_gym.resources_servers.metrics import headline_metrics
-from nemo_gym.rollout_collection.shards import ReadStats, failures_sidecar, iter_unique_lines, read_failures
-from nemo_gym.rollout_collection.keys import row_key
-from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, report_path
+from nemo_gym.run_files.failures import FailureRecord, latest_failures, write_failures
+from nemo_gym.run_files.key_order import ReadStats, iter_unique_lines
+from nemo_gym.run_files.metrics_file import writing_metrics
+from nemo_gym.run_files.paths import RunPaths, report_path
+from nemo_gym.run_files.rows import row_key
+from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX
 from nemo_gym.server.client import ServerClient
 
 AGGREGATE_TIMEOUT_S = 1800.0
 _RETRY = RetryPolicy(max_attempts=3, backoff_base_s=1.0)
-
-
-def _expand_input_glob(input_glob: str) -> list[str]:
-    """Expand a glob, or comma-separated globs, into a list of existing files without repeats.
-
-    Whitespace around a pattern is trimmed and empty patterns are dropped; each pattern's matches are sorted, and a
-    file matched again by a later pattern keeps its first place. 'a/*.jsonl, b/*.jsonl' -> a's files, then b's.
-    """
-    paths: dict[str, None] = {}
-    for pattern in (p.strip() for p in input_glob.split(",")):
-        if pattern:
-            for path in sorted(glob.glob(pattern, recursive=True)):
-                if os.path.isfile(path):
-                    paths.setdefault(path, None)
-    return list(paths)
 
 
 def _agent_of(row: Any, line: bytes) -> str:
@@ -107,15 +94,6 @@ def _merged_groups(library: AgentMetrics, answer_groups: Any) -> Iterator[dict[s
     yield from extra.values()
 
 
-def _write_entry(out: BinaryIO, agent: str, agent_metrics: dict, key_metrics: dict,
-                 groups: Iterator[dict[str, Any]]) -> None:
-    """One agent's entry, with the per-task list written as it is produced (there can be a million tasks)."""
-    head = (b'{"agent_ref":' + orjson.dumps({"name": agent}) + b',"agent_metrics":' + orjson.dumps(agent_metrics)
-            + b',"key_metrics":' + orjson.dumps(key_metrics) + b',"group_level_metrics":[')
-    for chunk in json_array_chunks(head, groups):
-        out.write(chunk)
-
-
 @dataclass
 class AggregateResult:
     path: Path
@@ -125,12 +103,16 @@ class AggregateResult:
     duplicates: int
 
 
-def _read_rows(files: Sequence[Path], stats: ReadStats, failures: dict[tuple[int, int], tuple[bytes, str, str]],
+def _failures_of(files: Sequence[Path]) -> dict[tuple[int, int], FailureRecord]:
+    return latest_failures(RunPaths(path).failures for path in files)
+
+
+def _read_rows(files: Sequence[Path], stats: ReadStats, failures: dict[tuple[int, int], FailureRecord],
                accumulators: dict[str, AgentAccumulator], work_dir: Path) -> None:
     """One pass over the rows into one accumulator per agent; failures that later succeeded are forgotten."""
     failed_by_task: dict[str, Counter] = defaultdict(Counter)  # per agent; a task's count is final after its rows
-    for (task, _), (_, agent, _) in failures.items():
-        failed_by_task[agent][task] += 1
+    for record in failures.values():
+        failed_by_task[record.agent][record.task] += 1
     for line in iter_unique_lines(files, stats, work_dir):
         row = orjson.loads(line)
         agent = _agent_of(row, line)
@@ -140,16 +122,15 @@ def _read_rows(files: Sequence[Path], stats: ReadStats, failures: dict[tuple[int
         accumulator.add(row)
         failure = failures.pop((row[TASK_INDEX], row[ROLLOUT_INDEX]), None)
         if failure is not None:
-            failed_by_task[failure[1]][row[TASK_INDEX]] -= 1
+            failed_by_task[failure.agent][row[TASK_INDEX]] -= 1
 
 
 async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers: ServerClient,
                              http_timeout_s: float = AGGREGATE_TIMEOUT_S) -> AggregateResult:
     """Metrics over the rollouts of `files` (and their failures sidecars) into `metrics_path` and its report."""
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = metrics_path.with_name(metrics_path.name + ".tmp")
     stats = ReadStats()
-    failures = read_failures(files)
+    failures = _failures_of(files)
     accumulators: dict[str, AgentAccumulator] = {}
     try:
         _read_rows(files, stats, failures, accumulators, metrics_path.parent)
@@ -159,14 +140,13 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
             print(f"warning: dropped {stats.duplicates} duplicate rollouts (identical copies of one key) found in "
                   f"{', '.join(sorted(stats.duplicate_files))}", file=sys.stderr, flush=True)
         failed_by_agent: dict[str, Counter] = defaultdict(Counter)
-        for _, agent, failure_class in failures.values():
-            failed_by_agent[agent][failure_class] += 1
+        for record in failures.values():
+            failed_by_agent[record.agent][record.failure_class] += 1
         agents = sorted(accumulators)
         urls = {agent: await servers.url(agent) for agent in agents}
         summaries, reports = [], []
-        with open(tmp, "wb") as out:
-            out.write(b"[\n")
-            for i, agent in enumerate(agents):
+        with writing_metrics(metrics_path) as metrics:
+            for agent in agents:
                 accumulator = accumulators[agent]
                 print(f"aggregating {accumulator.rows} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
                 library = accumulator.finish(dict(failed_by_agent.get(agent, {})))
@@ -179,19 +159,14 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
                                                         metrics_path.parent, http_timeout_s)
                 agent_metrics = {**library.agent_metrics, **(answer.get("agent_metrics") or {})}
                 key_metrics = answer.get("key_metrics") or headline_metrics(agent_metrics)
-                if i:
-                    out.write(b",\n")
-                _write_entry(out, agent, agent_metrics, key_metrics,
-                             _merged_groups(library, answer.get("group_level_metrics")))
+                metrics.add(agent, agent_metrics, key_metrics,
+                            _merged_groups(library, answer.get("group_level_metrics")))
                 summaries.append({AGENT_REF: {"name": agent}, "agent_metrics": agent_metrics,
                                   "key_metrics": key_metrics})
                 reports.append(AgentReport(agent, key_metrics, agent_metrics, library.pass_at_k,
                                            library.reward_histogram, dict(failed_by_agent.get(agent, {}))))
                 accumulator.close()
-            out.write(b"\n]\n")
-        os.replace(tmp, metrics_path)
     finally:
-        tmp.unlink(missing_ok=True)
         for accumulator in accumulators.values():
             accumulator.close()
     notes = [f"{len(files)} rollout file(s): " + ", ".join(map(str, files))]
@@ -215,7 +190,7 @@ def merge_shards(files: Sequence[Path], dest: Path) -> MergeStats:
     Identical copies of a key are dropped (and counted); differing ones are an error naming both files.
     """
     read = ReadStats()
-    failures = read_failures(files)
+    failures = _failures_of(files)
     tmp = dest.with_name(dest.name + ".tmp")
     try:
         with open(tmp, "wb", buffering=1 << 20) as out:
@@ -225,13 +200,7 @@ def merge_shards(files: Sequence[Path], dest: Path) -> MergeStats:
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
-    sidecar = failures_sidecar(dest)
-    if failures:
-        with open(sidecar, "wb") as out:
-            for key in sorted(failures):
-                out.write(failures[key][0])
-    else:
-        sidecar.unlink(missing_ok=True)
+    write_failures(RunPaths(dest).failures, failures)
     if read.duplicates:
         print(f"warning: dropped {read.duplicates} duplicate rollouts (identical copies of one key) found in "
               f"{', '.join(sorted(read.duplicate_files))}", file=sys.stderr, flush=True)

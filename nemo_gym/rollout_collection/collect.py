@@ -7,6 +7,7 @@ is found before the first rollout, and an error leaves the file system as it was
 import os
 import sys
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -19,7 +20,7 @@ from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.dry_run import plan_collection
-from nemo_gym.rollout_collection.manifest import fingerprint, write_manifest
+from nemo_gym.rollout_collection.manifest import fingerprint, manifest_of
 from nemo_gym.rollout_collection.progress import Progress
 from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes, file_size
 from nemo_gym.rollout_collection.prompt import PromptConfig, load_prompt_config
@@ -36,7 +37,9 @@ from nemo_gym.rollout_collection.store import (
 )
 from nemo_gym.rollout_collection.tokens import TokenTally
 from nemo_gym.rollout_collection.wandb_upload import WandbUploader, require_wandb_login, start_wandb_upload
-from nemo_gym.run_format import report_path
+from nemo_gym.run_files.manifest import write_manifest
+from nemo_gym.run_files.paths import report_path
+from nemo_gym.run_files.rows import iter_lines
 from nemo_gym.server.client import ServerClient
 
 AGENT_KIND = "responses_api_agents"
@@ -117,7 +120,7 @@ def _resume(config: RolloutCollectionConfig, plan: InputPlan, fp: dict) -> tuple
         _say(f"warning: {output} holds {scan.duplicates} duplicate rollout rows (written by something else)")
     if scan.outside:
         _say(f"warning: {output} holds {scan.outside} rollouts this run's config does not produce")
-    prior = {key: n for key, n in previous_attempts(failures).items() if key not in scan.done}
+    prior = previous_attempts(failures, scan.done)
     _say(f"resuming: {len(scan.done)} rollouts already in {output}; {len(prior)} failed ones will be retried")
     return scan.done, prior
 
@@ -157,7 +160,7 @@ def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptCo
             check_fresh(config)
             done, prior = KeySet(plan.rollouts_per_task), {}
         os.replace(tmp, config.materialized_jsonl_fpath)
-        write_manifest(config.manifest_fpath, fp, config.input_jsonl_fpath, plan)
+        write_manifest(config.manifest_fpath, manifest_of(fp, config.input_jsonl_fpath, plan))
         return _RunState(plan, out_file, done, prior)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -239,8 +242,8 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, http: HttpClie
     started = time.monotonic()
     progress.start()
     try:
-        with open(config.materialized_jsonl_fpath, "rb") as lines:
-            stats = await runner.run(iter(lines), config.num_samples_in_parallel)
+        with closing(iter_lines(config.materialized_jsonl_fpath)) as lines:
+            stats = await runner.run((line for _, _, line in lines), config.num_samples_in_parallel)
     except BaseException:
         _say(f"stopped: every finished rollout is saved in {config.output_path}; {RESUME_HINT} to continue")
         raise

@@ -17,6 +17,7 @@ from nemo_gym.config.global_settings import HeadServerSettings, head_server
 from nemo_gym.config.loader import COMMAND_LINE, GlobalConfig
 from nemo_gym.config.typed import FilePath, Settings, Text, build, check_unknown_keys
 from nemo_gym.errors import ConfigError
+<<<<<<< HEAD
 from nemo_gym.run_format import (
     AGGREGATE_METRICS_SUFFIX,
     COLLECT_LOG_SUFFIX,
@@ -26,6 +27,10 @@ from nemo_gym.run_format import (
     prepared_inputs_suffix,
     sidecar,
 )
+=======
+from nemo_gym.run_files.paths import RunPaths
+from nemo_gym.server.client import head_url_from_config
+>>>>>>> runfiles
 
 REPEATS_DEFAULT_KEY = "_default"
 DEFAULT_NUM_SAMPLES_IN_PARALLEL = 256  # vLLM's default max_num_seqs: enough to keep one replica saturated
@@ -162,7 +167,7 @@ class SharedRolloutCollectionConfig(_FromGlobal):
         if isinstance(data, dict) and data.get("materialized_jsonl_fpath") is None and "output_jsonl_fpath" in data:
             output = data["output_jsonl_fpath"]
             if isinstance(output, (str, Path)):
-                data = {**data, "materialized_jsonl_fpath": sidecar(str(output), MATERIALIZED_INPUTS_SUFFIX)}
+                data = {**data, "materialized_jsonl_fpath": RunPaths(output).materialized_inputs}
         return data
 
     @model_validator(mode="after")
@@ -200,24 +205,24 @@ class SharedRolloutCollectionConfig(_FromGlobal):
         return Path(self.output_jsonl_fpath)
 
     @property
+    def run_paths(self) -> RunPaths:
+        return RunPaths(self.output_jsonl_fpath)
+
+    @property
     def failures_jsonl_fpath(self) -> Path:
-        return sidecar(self.output_jsonl_fpath, FAILURES_SUFFIX)
+        return self.run_paths.failures
 
     @property
     def manifest_fpath(self) -> Path:
-        return sidecar(self.output_jsonl_fpath, MANIFEST_SUFFIX)
+        return self.run_paths.manifest
 
     @property
     def collect_log_fpath(self) -> Path:
-        return sidecar(self.output_jsonl_fpath, COLLECT_LOG_SUFFIX)
+        return self.run_paths.collect_log
 
     @property
     def aggregate_metrics_fpath(self) -> Path:
-        return aggregate_metrics_path(self.output_jsonl_fpath)
-
-
-def aggregate_metrics_path(output_jsonl_fpath: str) -> Path:
-    return sidecar(output_jsonl_fpath, AGGREGATE_METRICS_SUFFIX)
+        return self.run_paths.aggregate_metrics
 
 
 class RolloutCollectionConfig(SharedRolloutCollectionConfig):
@@ -251,7 +256,7 @@ class E2ERolloutCollectionConfig(SharedRolloutCollectionConfig):
 
     @property
     def prepared_inputs_fpath(self) -> Path:
-        return sidecar(self.output_jsonl_fpath, prepared_inputs_suffix(self.split))
+        return self.run_paths.prepared_inputs(self.split)
 
 
 class RolloutAggregationConfig(_FromGlobal):
@@ -272,4 +277,4 @@ class RolloutAggregationConfig(_FromGlobal):
 
     @property
     def aggregate_metrics_fpath(self) -> Path:
-        return aggregate_metrics_path(self.output_jsonl_fpath)
+        return RunPaths(self.output_jsonl_fpath).aggregate_metrics

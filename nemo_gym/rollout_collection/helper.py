@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from nemo_gym.config.global_settings import head_server
 from nemo_gym.errors import NemoGymError
 from nemo_gym.http_client import NO_RETRY, HttpClient
-from nemo_gym.rollout_collection.aggregate import _expand_input_glob, aggregate_rollouts, merge_shards
+from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, merge_shards
 from nemo_gym.rollout_collection.collect import CollectionSummary, collect_rollouts
 from nemo_gym.rollout_collection.config import (
     RolloutAggregationConfig,
@@ -25,7 +25,7 @@ from nemo_gym.rollout_collection.config import (
 )
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.stream import RolloutStream
-from nemo_gym.run_format import JSONL_SIDECAR_SUFFIXES
+from nemo_gym.run_files.paths import rollout_files
 from nemo_gym.server.client import ServerClient
 
 _DEFAULTS = SharedRolloutCollectionConfig.model_fields
@@ -94,12 +94,8 @@ def _say(message: str) -> None:
 
 def _input_files(config: RolloutAggregationConfig) -> list[Path]:
     output = Path(config.output_jsonl_fpath).resolve()
-    files = []
-    for name in _expand_input_glob(config.input_glob):
-        path = Path(name)
-        if name.endswith(JSONL_SIDECAR_SUFFIXES) or (config.merge_shards and path.resolve() == output):
-            continue
-        files.append(path)
+    files = [path for path in rollout_files(config.input_glob)
+             if not (config.merge_shards and path.resolve() == output)]
     if not files:
         raise NemoGymError(f"+input_glob={config.input_glob} matches no rollout files")
     return files

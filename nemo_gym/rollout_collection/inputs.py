@@ -15,8 +15,9 @@ import orjson
 from nemo_gym.compat.extra_body import ExtraBodyError, with_seed
 from nemo_gym.errors import ConfigError, InputDataError
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
-from nemo_gym.rollout_collection.keys import AGENT_REF, NUM_REPEATS, TASK_INDEX, keyed
-from nemo_gym.rollout_collection.keys import CREATE_PARAMS as RCP
+from nemo_gym.run_files.rows import keyed
+from nemo_gym.run_format import AGENT_REF, NUM_REPEATS, TASK_INDEX
+from nemo_gym.run_format import CREATE_PARAMS as RCP
 from nemo_gym.rollout_collection.params_types import wrong_field_type
 from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError
 from nemo_gym.rollout_collection.sampling import sampled_positions

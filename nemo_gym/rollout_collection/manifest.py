@@ -1,21 +1,20 @@
 """The run manifest: a fingerprint of everything that defines which rollouts a run produces.
 
 Resuming appends to an existing output, which is only correct when the run is the same run. The fingerprint is
-stored next to the output and compared on resume; a difference is refused, naming each changed field.
+stored next to the output (nemo_gym.run_files.manifest reads and writes the file) and compared on resume; a
+difference is refused, naming each changed field.
 """
 
 import hashlib
-import os
 import time
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from nemo_gym.errors import NemoGymError
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan
 from nemo_gym.rollout_collection.prompt import PromptConfig
+from nemo_gym.run_files.manifest import read_manifest
 from nemo_gym.run_format import MANIFEST_FINGERPRINT, MANIFEST_SHARD_ROLLOUTS
 
 
@@ -50,21 +49,19 @@ def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
-def read_manifest(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
+def recorded_fingerprint(path: Path) -> dict[str, Any] | None:
+    """The fingerprint in the manifest at `path`, or None when there is no manifest."""
+    manifest = read_manifest(path)
+    if manifest is None:
         return None
-    try:
-        manifest = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise NemoGymError(f"{path} is not valid JSON ({exc}); delete it to start over") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get(MANIFEST_FINGERPRINT), dict):
+    if not isinstance(manifest.get(MANIFEST_FINGERPRINT), dict):
         raise NemoGymError(f"{path} has no fingerprint; delete it to start over")
-    return manifest
+    return manifest[MANIFEST_FINGERPRINT]
 
 
-def write_manifest(path: Path, fp: dict[str, Any], input_path: str, plan: InputPlan) -> None:
-    """Atomically replace the manifest, so a crash never leaves half of one."""
-    manifest = {
+def manifest_of(fp: dict[str, Any], input_path: str, plan: InputPlan) -> dict[str, Any]:
+    """The manifest of a run with fingerprint `fp`, stamped with the time it is written."""
+    return {
         MANIFEST_FINGERPRINT: fp,
         "input_jsonl_fpath": input_path,
         "rows": plan.rows,
@@ -74,6 +71,3 @@ def write_manifest(path: Path, fp: dict[str, Any], input_path: str, plan: InputP
         "rollouts_by_agent": plan.rollouts_by_agent,
         "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)

@@ -4,8 +4,7 @@ from pathlib import Path
 
 from nemo_gym.errors import NemoGymError
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
-from nemo_gym.rollout_collection.manifest import changed_fields, read_manifest
-from nemo_gym.run_format import MANIFEST_FINGERPRINT
+from nemo_gym.rollout_collection.manifest import changed_fields, recorded_fingerprint
 
 
 def file_size(path: Path) -> int:
@@ -27,7 +26,7 @@ def config_changes(config: SharedRolloutCollectionConfig, fp: dict) -> list[str]
     resume."""
     if not file_size(config.output_path) and not file_size(config.failures_jsonl_fpath):
         return None
-    manifest = read_manifest(config.manifest_fpath)
-    if manifest is None:
+    recorded = recorded_fingerprint(config.manifest_fpath)
+    if recorded is None:
         return [f"no manifest ({config.manifest_fpath.name}) to compare with"]
-    return changed_fields(manifest[MANIFEST_FINGERPRINT], fp)
+    return changed_fields(recorded, fp)

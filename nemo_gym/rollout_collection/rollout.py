@@ -17,7 +17,7 @@ from nemo_gym.errors import RolloutFailedError
 from nemo_gym.failures import FailureClass, RequestFailed, RetryPolicy, failure_class_of, is_retryable
 from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
-from nemo_gym.rollout_collection.keys import keyed
+from nemo_gym.run_files.rows import keyed
 from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX
 
 _BACKOFF_MAX_S = 60.0

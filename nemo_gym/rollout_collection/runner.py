@@ -15,10 +15,11 @@ import orjson
 import uvloop
 
 from nemo_gym.http_client import HttpClient
-from nemo_gym.rollout_collection.keys import KeySet, keyed, row_key
+from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.progress import Progress
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy, RolloutSuccess, result_row, run_rollout
 from nemo_gym.rollout_collection.store import AppendFile
+from nemo_gym.run_files.rows import keyed, row_key
 from nemo_gym.run_format import AGENT_REF, ATTEMPTS, FAILURE_CLASS, HTTP_STATUS, LAST_ERROR
 
 T = TypeVar("T")

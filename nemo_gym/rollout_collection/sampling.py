@@ -8,17 +8,7 @@ the manifest's fingerprint records N and S. Only the chosen positions are held i
 import random
 from pathlib import Path
 
-
-def count_rows(path: Path, limit: int | None) -> int:
-    """Non-blank lines of `path`, at most `limit`."""
-    count = 0
-    with open(path, "rb") as file:
-        for line in file:
-            if limit is not None and count >= limit:
-                break
-            if line.strip():
-                count += 1
-    return count
+from nemo_gym.run_files.rows import count_rows
 
 
 def sampled_positions(path: Path, limit: int | None, sample: int, seed: int) -> frozenset[int]:

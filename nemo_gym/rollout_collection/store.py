@@ -10,13 +10,12 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
-
-import orjson
 
 from nemo_gym.errors import NemoGymError
-from nemo_gym.rollout_collection.keys import KeySet, row_key
-from nemo_gym.run_format import ATTEMPTS, FAILURE_CLASS, ROLLOUT_INDEX, TASK_INDEX, UNKNOWN_FAILURE_CLASS
+from nemo_gym.rollout_collection.keys import KeySet
+from nemo_gym.run_files.failures import latest_failures, write_failures
+from nemo_gym.run_files.rows import iter_lines, row_key
+from nemo_gym.run_format import ROLLOUT_INDEX, TASK_INDEX
 
 
 class AppendFile:
@@ -79,16 +78,6 @@ def repair_torn_tail(path: Path) -> int:
     return size - keep
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) for every non-blank line; a missing file has none."""
-    if not path.is_file():
-        return
-    with open(path, "rb") as file:
-        for line_no, line in enumerate(file, start=1):
-            if line.strip():
-                yield line_no, line
-
-
 @dataclass
 class ScanResult:
     done: KeySet
@@ -100,7 +89,7 @@ class ScanResult:
 def scan_done(path: Path, rollouts_per_task: int) -> ScanResult:
     """Read the keys of every rollout already in `path`; a line without a key is corruption, not something to skip."""
     result = ScanResult(done=KeySet(rollouts_per_task))
-    for line_no, line in iter_lines(path):
+    for line_no, _, line in iter_lines(path, missing_ok=True):
         key = row_key(line)
         if key is None:
             raise NemoGymError(
@@ -115,18 +104,10 @@ def scan_done(path: Path, rollouts_per_task: int) -> ScanResult:
     return result
 
 
-def previous_attempts(path: Path) -> dict[tuple[int, int], int]:
-    """Attempts already spent on each failed key by earlier runs (the last record of a key wins)."""
-    attempts: dict[tuple[int, int], int] = {}
-    for _, line in iter_lines(path):
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue  # a torn record only loses the attempt count of one key
-        key = row_key(line)
-        if key is not None and isinstance(row.get(ATTEMPTS), int):
-            attempts[key] = row[ATTEMPTS]
-    return attempts
+def previous_attempts(path: Path, done: KeySet) -> dict[tuple[int, int], int]:
+    """Attempts already spent by earlier runs on each failed key that is not done (its latest record counts)."""
+    return {key: record.attempts for key, record in latest_failures([path], done).items()
+            if record.attempts is not None}
 
 
 @dataclass
@@ -140,19 +121,6 @@ def compact_failures(path: Path, done: KeySet) -> Outstanding:
 
     Memory is proportional to the number of outstanding failures, not to the run.
     """
-    latest: dict[tuple[int, int], bytes] = {}
-    for _, line in iter_lines(path):
-        key = row_key(line)
-        if key is not None and key not in done:
-            latest[key] = line if line.endswith(b"\n") else line + b"\n"
-    outstanding = Outstanding(count=len(latest))
-    if not latest:
-        path.unlink(missing_ok=True)
-        return outstanding
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as file:
-        for key in sorted(latest):
-            file.write(latest[key])
-            outstanding.by_class[orjson.loads(latest[key]).get(FAILURE_CLASS, UNKNOWN_FAILURE_CLASS)] += 1
-    os.replace(tmp, path)
-    return outstanding
+    latest = latest_failures([path], done)
+    write_failures(path, latest)
+    return Outstanding(len(latest), Counter(latest[key].failure_class for key in sorted(latest)))

@@ -4,15 +4,8 @@ rendered values, so they cannot drift from the Python side."""
 from dataclasses import dataclass
 from pathlib import Path
 
-from nemo_gym.run_format import (
-    AGGREGATE_METRICS_SUFFIX,
-    MERGED_ROLLOUTS,
-    SUBMISSION,
-    SUMMARY,
-    done_marker_name,
-    shard_file_name,
-    sidecar,
-)
+from nemo_gym.run_files.paths import RunPaths
+from nemo_gym.run_format import MERGED_ROLLOUTS, SUBMISSION, SUMMARY, done_marker_name, shard_file_name
 
 
 def submission_path(run_dir: Path) -> Path:
@@ -73,7 +66,7 @@ class RunLayout:
 
     @property
     def aggregate_metrics(self) -> Path:
-        return sidecar(self.merged_output, AGGREGATE_METRICS_SUFFIX)
+        return RunPaths(self.merged_output).aggregate_metrics
 
     @property
     def summary(self) -> Path:
@@ -86,8 +79,9 @@ class RunLayout:
     def shard_outputs_glob(self) -> Path:
         return self.rollouts_dir / shard_file_name("*", self.num_shards)
 
-    def shard_sidecar(self, shard: int, suffix: str) -> Path:
-        return sidecar(self.shard_output(shard), suffix)
+    def shard_paths(self, shard: int) -> RunPaths:
+        """The sidecars of `shard`'s rollouts file."""
+        return RunPaths(self.shard_output(shard))
 
     def done_marker(self, shard: int | str) -> Path:
         return self.slurm_dir / done_marker_name(shard)

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.rollout_collection.keys import row_key
-from nemo_gym.run_format import (
-    FAILURE_CLASS, FAILURES_SUFFIX, MANIFEST_SHARD_ROLLOUTS, MANIFEST_SUFFIX, UNKNOWN_FAILURE_CLASS,
-)
+from nemo_gym.run_files.failures import latest_failures
+from nemo_gym.run_files.manifest import read_manifest
+from nemo_gym.run_files.rows import iter_lines, row_key
+from nemo_gym.run_format import MANIFEST_SHARD_ROLLOUTS
 from nemo_gym.slurm.layout import RunLayout
 
 
@@ -47,46 +47,31 @@ class ShardReport:
 def count_keys(path: Path) -> tuple[KeyCount, set[tuple[int, int]]]:
     """Rows and distinct keys of a rollouts file (lines without a key, such as a torn tail, are not rows)."""
     count, keys = KeyCount(), set()
-    if not path.is_file():
-        return count, keys
-    with path.open("rb") as f:
-        for line in f:
-            key = row_key(line)
-            if key is not None:
-                count.rows += 1
-                keys.add(key)
+    for _, _, line in iter_lines(path, missing_ok=True):
+        key = row_key(line)
+        if key is not None:
+            count.rows += 1
+            keys.add(key)
     count.unique = len(keys)
     return count, keys
 
 
-def _outstanding_failures(path: Path, done: set[tuple[int, int]]) -> Counter:
-    """Failure classes of the keys that failed and are not done (the last record of each key counts)."""
-    latest: dict[tuple[int, int], str] = {}
-    if path.is_file():
-        with path.open("rb") as f:
-            for line in f:
-                key = row_key(line)
-                if key is not None and key not in done:
-                    latest[key] = str(orjson.loads(line).get(FAILURE_CLASS, UNKNOWN_FAILURE_CLASS))
-    return Counter(latest.values())
-
-
-def _expected(manifest: Path) -> int | None:
-    if not manifest.is_file():
-        return None
-    value = orjson.loads(manifest.read_bytes()).get(MANIFEST_SHARD_ROLLOUTS)
+def _expected(manifest_path: Path) -> int | None:
+    manifest = read_manifest(manifest_path)
+    value = None if manifest is None else manifest.get(MANIFEST_SHARD_ROLLOUTS)
     return value if isinstance(value, int) else None
 
 
 def shard_report(layout: RunLayout, shard: int) -> ShardReport:
     count, keys = count_keys(layout.shard_output(shard))
-    failures = _outstanding_failures(layout.shard_sidecar(shard, FAILURES_SUFFIX), keys)
+    outstanding = latest_failures([layout.shard_paths(shard).failures], keys)  # failed, and not done since
+    failures = Counter(record.failure_class for record in outstanding.values())
     return ShardReport(
         shard=shard,
         done=layout.done_marker(shard).is_file(),
         rollouts=count.unique,
         duplicates=count.duplicates,
-        expected=_expected(layout.shard_sidecar(shard, MANIFEST_SUFFIX)),
+        expected=_expected(layout.shard_paths(shard).manifest),
         failed=sum(failures.values()),
         failures_by_class=dict(failures),
     )

@@ -2,8 +2,8 @@
 and sorts on, built once and reused.
 
 The build is one streaming pass over the rows in key order, from the aggregation's own key index
-(`shards.iter_unique_entries`: 40 bytes per row, sorted in memory or in runs on disk, each row read back by
-offset). Per row it keeps its location (file, byte offset, length) and a few numbers (reward, tokens, tool calls,
+(`run_files.key_order.iter_unique_entries`: 40 bytes per row, sorted in memory or in runs on disk, each row read back
+by offset). Per row it keeps its location (file, byte offset, length) and a few numbers (reward, tokens, tool calls,
 agent, failure class) in a column store on disk, per task its row span and mean reward, and it feeds the metrics
 library's accumulators for the overview. Nothing is kept per row in memory, so a million-row file builds with the
 memory of a thousand-row one. Rows are read back later by `pread` of exactly their bytes.
@@ -28,12 +28,16 @@ import orjson
 from nemo_gym.errors import InputDataError
 from nemo_gym.metrics.accumulator import AgentAccumulator
 from nemo_gym.resources_servers.metrics import headline_metrics
-from nemo_gym.rollout_collection.aggregate import _expand_input_glob
-from nemo_gym.rollout_collection.shards import ReadStats, failures_sidecar, iter_unique_entries
+from nemo_gym.run_files.failures import FailureRecord, latest_failures
+from nemo_gym.run_files.key_order import ReadStats, iter_unique_entries
+from nemo_gym.run_files.manifest import ManifestError, read_manifest
+from nemo_gym.run_files.metrics_file import metrics_heads
+from nemo_gym.run_files.paths import RunPaths
+from nemo_gym.run_files.paths import rollout_files as matching_rollout_files
+from nemo_gym.run_files.rows import line_number_at
 from nemo_gym.viewer.columns import ROW_COLUMNS, TASK_COLUMNS, ColumnStore, ColumnWriter
 from nemo_gym.viewer.errors import NotFound, ViewerError
 from nemo_gym.viewer.row_fields import agent_of, numbers
-from nemo_gym.viewer.sidecars import FailureRecord, failure_records, is_rollout_file, metrics_heads, read_manifest
 
 INDEX_VERSION = 1
 META = "meta.json"
@@ -48,8 +52,7 @@ def default_cache_root() -> Path:
 
 def rollout_files(input_glob: str) -> list[Path]:
     """The rollout files a glob (or comma-separated globs) names, without the run's sidecar files."""
-    paths = [Path(p).resolve() for p in _expand_input_glob(input_glob)]
-    files = [p for p in paths if is_rollout_file(p)]
+    files = [path.resolve() for path in matching_rollout_files(input_glob)]
     if not files:
         raise ViewerError(f"no rollout files match {input_glob!r}")
     return files
@@ -59,24 +62,18 @@ def _digest(files: list[Path]) -> str:
     """Names the index of exactly these files as they are now (path, size, mtime of them and their failures)."""
     parts = [f"v{INDEX_VERSION}"]
     for path in files:
-        failures = failures_sidecar(path)
-        for item in (path, failures):
+        for item in (path, RunPaths(path).failures):
             stat = item.stat() if item.is_file() else None
             parts.append(f"{item}\0{stat.st_size if stat else -1}\0{stat.st_mtime_ns if stat else -1}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
 
-def _line_number(path: Path, offset: int) -> int:
-    """1-based line of the byte at `offset` (only computed for an error message)."""
-    count = 0
-    with open(path, "rb") as file:
-        while offset > 0:
-            chunk = file.read(min(offset, 1 << 20))
-            if not chunk:
-                break
-            count += chunk.count(b"\n")
-            offset -= len(chunk)
-    return count + 1
+def _manifest(rollouts: Path) -> dict[str, Any] | None:
+    """The run's manifest, or None when there is none or it is unreadable (the viewer shows what it can)."""
+    try:
+        return read_manifest(RunPaths(rollouts).manifest)
+    except (OSError, ManifestError):
+        return None
 
 
 class _Builder:
@@ -121,11 +118,11 @@ class _Builder:
             row = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             path = self.files[file_no]
-            raise InputDataError(f"{path}:{_line_number(path, offset)}: not valid JSON ({exc})") from None
+            raise InputDataError(f"{path}:{line_number_at(path, offset)}: not valid JSON ({exc})") from None
         agent = agent_of(row)
         if agent is None:
             path = self.files[file_no]
-            raise InputDataError(f"{path}:{_line_number(path, offset)}: rollout row has no agent_ref.name")
+            raise InputDataError(f"{path}:{line_number_at(path, offset)}: rollout row has no agent_ref.name")
         accumulator = self.accumulators.get(agent)
         if accumulator is None:
             accumulator = self.accumulators[agent] = AgentAccumulator(self.directory)
@@ -153,7 +150,7 @@ class _Builder:
     def overview(self) -> list[dict[str, Any]]:
         """Per agent: the library's metrics over these rows (merged with the environment's from the run's
         aggregate metrics file when the run is one file), pass@k, the reward histogram, failures by class."""
-        env = metrics_heads(self.files[0]) if len(self.files) == 1 else {}
+        env = metrics_heads(RunPaths(self.files[0]).aggregate_metrics) if len(self.files) == 1 else {}
         entries = []
         for agent in sorted(self.agents):
             failures = dict(self.failed_by_agent.get(agent, {}))
@@ -190,7 +187,7 @@ def build_index(files: list[Path], directory: Path, say: Callable[[str], None] =
     try:
         builder = _Builder(files, tmp)
         try:
-            failures = failure_records(files)
+            failures = latest_failures(RunPaths(path).failures for path in files)
             pending = sorted(failures)
             next_failure = 0
             stats = ReadStats()
@@ -210,7 +207,7 @@ def build_index(files: list[Path], directory: Path, say: Callable[[str], None] =
                 builder.add_failure(failures[key])
             builder.finish()
             overview = {"agents": builder.overview(),
-                        "manifests": [{"file": str(p), "manifest": m} for p in files if (m := read_manifest(p))]}
+                        "manifests": [{"file": str(p), "manifest": m} for p in files if (m := _manifest(p))]}
         finally:
             builder.close()
         meta = {

@@ -8,7 +8,8 @@ import pytest
 from nemo_gym.config import load_global_config
 from nemo_gym.errors import ConfigError, InputDataError, NemoGymError
 from nemo_gym.rollout_collection import RolloutCollectionConfig, _expand_input_glob, merge_shards
-from nemo_gym.rollout_collection.keys import KeySet, keyed, row_key
+from nemo_gym.rollout_collection.keys import KeySet
+from nemo_gym.run_files.rows import keyed, row_key
 from nemo_gym.rollout_collection.manifest import changed_fields
 from nemo_gym.rollout_collection.store import compact_failures, repair_torn_tail, scan_done
 

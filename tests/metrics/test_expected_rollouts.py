@@ -6,8 +6,9 @@ from pathlib import Path
 import orjson
 
 from nemo_gym.metrics import iter_groups
-from nemo_gym.rollout_collection.aggregate import _read_rows
-from nemo_gym.rollout_collection.shards import ReadStats, failures_sidecar, read_failures
+from nemo_gym.rollout_collection.aggregate import _failures_of, _read_rows
+from nemo_gym.run_files.key_order import ReadStats
+from nemo_gym.run_files.paths import RunPaths
 
 
 def _write(path: Path, records: list[dict]) -> Path:
@@ -22,9 +23,9 @@ def _row(task: int, rollout: int, agent: str = "a", **extra: object) -> dict:
 def test_missing_rollouts_are_the_outstanding_failures_of_the_task(tmp_path: Path) -> None:
     shard_a = _write(tmp_path / "a.jsonl", [_row(0, 0), _row(0, 1), _row(1, 0), _row(2, 0, agent="b")])
     shard_b = _write(tmp_path / "b.jsonl", [_row(1, 2)])
-    _write(failures_sidecar(shard_a), [_row(0, 2, failure_class="timeout"), _row(1, 1, failure_class="http_5xx"),
-                                       _row(1, 2, failure_class="connect"), _row(2, 1, agent="b", failure_class="x")])
-    failures = read_failures([shard_a, shard_b])
+    _write(RunPaths(shard_a).failures, [_row(0, 2, failure_class="timeout"), _row(1, 1, failure_class="http_5xx"),
+                                         _row(1, 2, failure_class="connect"), _row(2, 1, agent="b", failure_class="x")])
+    failures = _failures_of([shard_a, shard_b])
     accumulators: dict = {}
     _read_rows([shard_a, shard_b], ReadStats(), failures, accumulators, tmp_path)
     groups = {agent: {g["_ng_task_index"]: g for g in iter_groups(acc.finish().groups_path)}

@@ -89,8 +89,8 @@ def test_an_index_larger_than_memory_merges_sorted_runs_from_disk(tmp_path: Path
     random.Random(1).shuffle(shuffled)
     shards = [_write(tmp_path / f"shard{i}.jsonl", shuffled[i::3]) for i in range(3)]
     again = _write(tmp_path / "again.jsonl", shuffled[:150])  # a re-run shard: identical copies
-    monkeypatch.setattr("nemo_gym.rollout_collection.shards._RUN_ROWS", 100)
-    monkeypatch.setattr("nemo_gym.rollout_collection.shards._MERGE_BLOCK", 7)
+    monkeypatch.setattr("nemo_gym.run_files.key_order._RUN_ROWS", 100)
+    monkeypatch.setattr("nemo_gym.run_files.key_order._MERGE_BLOCK", 7)
     stats = merge_shards([*shards, again], tmp_path / "merged.jsonl")
     assert (stats.rows, stats.duplicates) == (1200, 150)
     assert (tmp_path / "merged.jsonl").read_bytes() == single.read_bytes()

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from nemo_gym.resources_servers.math.generate_arithmetic import generate_rows
-from nemo_gym.rollout_collection.keys import row_key
+from nemo_gym.run_files.rows import row_key
 from tests.helpers.stack import REPO_ROOT, environment_config, free_port
 from tests.slurm.apps.instant_chat_model import answer
 

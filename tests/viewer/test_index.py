@@ -10,7 +10,7 @@ import pytest
 from nemo_gym.errors import InputDataError
 from nemo_gym.viewer.errors import NotFound, ViewerError
 from nemo_gym.viewer.index import open_run
-from nemo_gym.viewer.sidecars import metrics_heads
+from nemo_gym.run_files.metrics_file import metrics_heads
 from tests.viewer.synthetic import expected_reward, rollout_row, write_run
 
 
@@ -101,10 +101,10 @@ def test_sidecar_files_matched_by_the_glob_are_not_rollouts(tmp_path: Path) -> N
 
 
 def test_metrics_heads_read_each_agent_without_its_task_list(tmp_path: Path) -> None:
-    rollouts = tmp_path / "run.jsonl"
     groups = b",".join(orjson.dumps({"_ng_task_index": i, "mean/reward": 0.5, "note": "]}\\n,"}) for i in range(5000))
     entries = [b'{"agent_ref":{"name":"%s"},"agent_metrics":{"mean/reward":%d},"key_metrics":{"pass@1":%d},'
                b'"group_level_metrics":[' % (name, n, n) + groups + b"]}" for n, name in enumerate((b"x", b"y"))]
-    (tmp_path / "run_aggregate_metrics.json").write_bytes(b"[\n" + b",\n".join(entries) + b"\n]\n")
-    assert metrics_heads(rollouts) == {"x": {"agent_metrics": {"mean/reward": 0}, "key_metrics": {"pass@1": 0}},
+    metrics = tmp_path / "run_aggregate_metrics.json"
+    metrics.write_bytes(b"[\n" + b",\n".join(entries) + b"\n]\n")
+    assert metrics_heads(metrics) == {"x": {"agent_metrics": {"mean/reward": 0}, "key_metrics": {"pass@1": 0}},
                                        "y": {"agent_metrics": {"mean/reward": 1}, "key_metrics": {"pass@1": 1}}}

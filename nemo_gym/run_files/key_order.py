@@ -1,4 +1,4 @@
-"""Reading rollout files for aggregation: every key once, in key order, over any number of shard files.
+"""Rollout files read in key order: every key once, over any number of shard files (aggregation, merging, the viewer).
 
 Shards are written in completion order, so key order needs an index: one (task, rollout, file, offset, length)
 entry of 40 bytes per row, never the rows, sorted in memory for up to 262,144 rows and as an external merge sort
@@ -18,10 +18,8 @@ import numpy as np
 import orjson
 
 from nemo_gym.errors import InputDataError
-from nemo_gym.rollout_collection.keys import row_key
-from nemo_gym.run_format import (
-    AGENT_REF, FAILURE_CLASS, FAILURES_SUFFIX, ROLLOUT_INDEX, TASK_INDEX, UNKNOWN_FAILURE_CLASS, sidecar,
-)
+from nemo_gym.run_files.rows import iter_lines, row_key
+from nemo_gym.run_format import ROLLOUT_INDEX, TASK_INDEX
 
 _BLOCK = 1 << 16  # index entries turned into Python ints at a time
 _RUN_ROWS = 1 << 18  # index entries sorted in memory (10 MiB); more rows are sorted in runs of this size on disk
@@ -61,20 +59,14 @@ class _KeyIndex:
         self._last = np.empty(0, _ENTRY)
         entries = array("q")  # the five fields of each entry in a row: one extend per line
         for file_no, path in enumerate(files):
-            offset = 0
-            with open(path, "rb") as file:
-                for line_no, line in enumerate(file, start=1):
-                    if not line.isspace():
-                        key = row_key(line)
-                        if key is None:
-                            raise InputDataError(
-                                f"{path}:{line_no}: not a rollout row (no {TASK_INDEX}/{ROLLOUT_INDEX})"
-                            )
-                        entries.extend((key[0], key[1], file_no, offset, len(line)))
-                        if len(entries) >= 5 * _RUN_ROWS:
-                            self._spill(entries)
-                            entries = array("q")
-                    offset += len(line)
+            for line_no, offset, line in iter_lines(path):
+                key = row_key(line)
+                if key is None:
+                    raise InputDataError(f"{path}:{line_no}: not a rollout row (no {TASK_INDEX}/{ROLLOUT_INDEX})")
+                entries.extend((key[0], key[1], file_no, offset, len(line)))
+                if len(entries) >= 5 * _RUN_ROWS:
+                    self._spill(entries)
+                    entries = array("q")
         if not self._runs:
             self._last = _sort(np.frombuffer(entries, _ENTRY))
         elif len(entries):
@@ -171,26 +163,3 @@ def iter_unique_lines(files: Sequence[Path], stats: ReadStats, work_dir: Path | 
     """Every rollout line of `files` once, ordered by (task, rollout), newline-terminated (`iter_unique_entries`)."""
     for entry in iter_unique_entries(files, stats, work_dir):
         yield entry.line if entry.line.endswith(b"\n") else entry.line + b"\n"
-
-
-def failures_sidecar(rollouts: Path) -> Path:
-    return sidecar(rollouts, FAILURES_SUFFIX)
-
-
-def read_failures(files: Sequence[Path]) -> dict[tuple[int, int], tuple[bytes, str, str]]:
-    """Key -> (record line, agent, failure class) from the failures sidecars of `files`; the last record wins."""
-    latest: dict[tuple[int, int], tuple[bytes, str, str]] = {}
-    for rollouts in files:
-        path = failures_sidecar(rollouts)
-        if not path.is_file():
-            continue
-        with open(path, "rb") as file:
-            for line in file:
-                key = row_key(line)
-                if key is None:
-                    continue  # a torn last record loses only itself
-                record = orjson.loads(line)
-                agent = (record.get(AGENT_REF) or {}).get("name", "")
-                latest[key] = (line if line.endswith(b"\n") else line + b"\n", agent,
-                               str(record.get(FAILURE_CLASS, UNKNOWN_FAILURE_CLASS)))
-    return latest
