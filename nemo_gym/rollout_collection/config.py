@@ -17,20 +17,7 @@ from nemo_gym.config.global_settings import HeadServerSettings, head_server
 from nemo_gym.config.loader import COMMAND_LINE, GlobalConfig
 from nemo_gym.config.typed import FilePath, Settings, Text, build, check_unknown_keys
 from nemo_gym.errors import ConfigError
-<<<<<<< HEAD
-from nemo_gym.run_format import (
-    AGGREGATE_METRICS_SUFFIX,
-    COLLECT_LOG_SUFFIX,
-    FAILURES_SUFFIX,
-    MANIFEST_SUFFIX,
-    MATERIALIZED_INPUTS_SUFFIX,
-    prepared_inputs_suffix,
-    sidecar,
-)
-=======
 from nemo_gym.run_files.paths import RunPaths
-from nemo_gym.server.client import head_url_from_config
->>>>>>> runfiles
 
 REPEATS_DEFAULT_KEY = "_default"
 DEFAULT_NUM_SAMPLES_IN_PARALLEL = 256  # vLLM's default max_num_seqs: enough to keep one replica saturated
