@@ -136,6 +136,11 @@ class AsyncNemoGymRolloutImpl:
             head_server_config=kwargs.get("head_server_url"))
         self._validate_init_params()
 
+    def retry_by_group(self, group_timeout_s: Optional[float]) -> None:
+        """The caller retries whole groups (the trajectory collector): run each rollout once, within the group's
+        deadline, so that the group attempt is the one retry budget (docs/architecture.md, "Retry budget")."""
+        self.rollout_helper = self.rollout_helper.for_prompt_groups(group_timeout_s)
+
     def _validate_init_params(self) -> None:
         if self.num_generations_per_prompt < 1:
             raise ValueError(f"num_generations_per_prompt must be at least 1, got {self.num_generations_per_prompt}")
@@ -234,6 +239,12 @@ class RolloutManager:
             self.impl = AsyncRolloutImpl(tokenizer, task_to_env, num_generations_per_prompt, max_seq_len,
                                          policy_generation, max_rollout_turns or UNLIMITED_TURNS, **kwargs)
         self.use_nemo_gym = use_nemo_gym
+
+    def retry_by_group(self, group_timeout_s: Optional[float]) -> None:
+        """The caller retries whole groups within `group_timeout_s`: leave the retries to it (the native path has
+        no rollout-level retry to hand over)."""
+        if isinstance(self.impl, AsyncNemoGymRolloutImpl):
+            self.impl.retry_by_group(group_timeout_s)
 
     async def run_rollout(self, input_sample: DatumSpec) -> PromptGroupRecord:
         return await self.impl.run_rollout(input_sample)

@@ -65,6 +65,16 @@ class RolloutCollectionHelper:
         self.policy = RolloutPolicy(max_attempts, rollout_timeout_s, retry_backoff_s)
         self.num_samples_in_parallel = num_samples_in_parallel
 
+    def for_prompt_groups(self, group_timeout_s: float | None) -> "RolloutCollectionHelper":
+        """This helper as a caller that retries whole prompt groups needs it: the group attempt is that path's one
+        retry (docs/architecture.md, "Retry budget"), so each rollout runs once, its deadline within the group's."""
+        rollout_timeout_s = self.policy.rollout_timeout_s
+        if group_timeout_s is not None:
+            rollout_timeout_s = min(rollout_timeout_s, group_timeout_s)
+        return RolloutCollectionHelper(self.head_server_url, max_attempts=1, rollout_timeout_s=rollout_timeout_s,
+                                       retry_backoff_s=self.policy.retry_backoff_s,
+                                       num_samples_in_parallel=self.num_samples_in_parallel)
+
     def run_examples(self, examples: Iterable[dict[str, Any]], head_server_config: Any = None,
                      semaphore: asyncio.Semaphore | None = None, *, num_samples_in_parallel: int | None = None,
                      return_failures: bool = False) -> RolloutStream:
