@@ -88,9 +88,10 @@ class HttpClient:
         return self._session
 
     async def aclose(self) -> None:
-        if self._session is not None and self._loop is asyncio.get_running_loop():
-            await self._session.close()
-        self._session = None
+        # Let go of the session before closing it: a request started meanwhile opens a new one, not this one.
+        session, self._session = self._session, None
+        if session is not None and self._loop is asyncio.get_running_loop():
+            await session.close()
 
     async def request_json(
         self,
