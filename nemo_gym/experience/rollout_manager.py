@@ -30,7 +30,7 @@ from nemo_gym.experience.interfaces import (
     PromptGroupRecord,
 )
 from nemo_gym.experience.message_log import generation_weight_versions
-from nemo_gym.experience.rollout_metrics import batch_rollout_metrics
+from nemo_gym.experience.rollout_metrics import CompletionCounts, batch_rollout_metrics
 from nemo_gym.experience.rollouts import UNLIMITED_TURNS, aggregate_sample_metrics, run_sample_multi_turn_rollout
 from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
 
@@ -203,21 +203,21 @@ class AsyncNemoGymRolloutImpl:
         return result_to_completion(result, self.tokenizer, self.max_seq_len)
 
     def _compute_rollout_metrics(self, completions: list[Completion], agent_name: str) -> dict[str, Any]:
-        turns, gen_tokens, env_tokens = [], [], []
-        for completion in completions:
-            assistant = [m for m in completion.message_log if m["role"] == "assistant"]
-            turns.append(len(assistant))
-            gen_tokens.append(sum(len(m["token_ids"]) for m in assistant))
-            env_tokens.append(sum(len(m["token_ids"]) for m in completion.message_log[1:] if m["role"] != "assistant"))
-        metrics = batch_rollout_metrics(
-            turns, gen_tokens, env_tokens,
-            terminated=[not c.truncated for c in completions],
-            truncated=[c.truncated for c in completions],
-            max_turns_reached=[bool(self.max_rollout_turns) and t >= self.max_rollout_turns for t in turns],
-            total_rewards=[c.reward for c in completions],
-        )
+        metrics = batch_rollout_metrics([self._counts(completion) for completion in completions])
         metrics[f"{agent_name}/mean_reward"] = metrics.get("mean_total_reward", 0.0)
         return metrics
+
+    def _counts(self, completion: Completion) -> CompletionCounts:
+        assistant = [m for m in completion.message_log if m["role"] == "assistant"]
+        return CompletionCounts(
+            turns=len(assistant),
+            assistant_tokens=sum(len(m["token_ids"]) for m in assistant),
+            env_tokens=sum(len(m["token_ids"]) for m in completion.message_log[1:] if m["role"] != "assistant"),
+            terminated=not completion.truncated,
+            truncated=completion.truncated,
+            max_turns_reached=bool(self.max_rollout_turns) and len(assistant) >= self.max_rollout_turns,
+            total_reward=completion.reward,
+        )
 
 
 class RolloutManager:

@@ -297,14 +297,6 @@ def _sample_metrics(progress: _SampleProgress, message_log: LLMMessageLogType) -
     }
 
 
-def _metrics_of(progresses: Sequence[_SampleProgress]) -> dict[str, Any]:
-    return batch_rollout_metrics(
-        [p.turns for p in progresses], [p.assistant_tokens for p in progresses], [p.env_tokens for p in progresses],
-        [p.terminated for p in progresses], [p.truncated for p in progresses],
-        [p.max_turns_reached for p in progresses], [p.total_reward for p in progresses],
-    )
-
-
 def _finish_batch(batch: BatchedDataDict[DatumSpec], progresses: Sequence[_SampleProgress]) -> BatchedDataDict:
     batch["total_reward"] = torch.tensor([p.total_reward for p in progresses], dtype=torch.float32)
     batch["truncated"] = torch.tensor([p.truncated for p in progresses], dtype=torch.bool)
@@ -366,7 +358,7 @@ def run_multi_turn_rollout(
         active = [i for i in active if not progresses[i].done]
     for i in active:
         progresses[i].max_turns_reached = True
-    return _finish_batch(batch, progresses), _metrics_of(progresses)
+    return _finish_batch(batch, progresses), batch_rollout_metrics(progresses)
 
 
 # ---- per-sample turns, concurrently ----------------------------------------------------------------------------
@@ -476,7 +468,7 @@ def run_async_multi_turn_rollout(
     batch = BatchedDataDict({key: [s[key] for s in samples] for key in keys if key not in ("total_reward",
                                                                                              "truncated")})
     progresses = [_progress_from(m) for m in sample_metrics]
-    return _finish_batch(batch, progresses), _metrics_of(progresses)
+    return _finish_batch(batch, progresses), batch_rollout_metrics(progresses)
 
 
 def _progress_from(metrics: dict[str, Any]) -> _SampleProgress:
@@ -489,4 +481,4 @@ def _progress_from(metrics: dict[str, Any]) -> _SampleProgress:
 
 def aggregate_sample_metrics(sample_metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The batched metric keys over per-sample metrics of `run_sample_multi_turn_rollout`."""
-    return _metrics_of([_progress_from(m) for m in sample_metrics])
+    return batch_rollout_metrics([_progress_from(m) for m in sample_metrics])
