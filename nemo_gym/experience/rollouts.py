@@ -20,9 +20,8 @@ GenerationInterface without our extras (environments/calling.py, backend_compat.
 import asyncio
 import copy
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Coroutine, Optional, Sequence, TypeVar
+from typing import Any, Optional, Sequence
 
 import torch
 
@@ -41,20 +40,9 @@ from nemo_gym.experience.generation.interfaces import GenerationInterface, Gener
 from nemo_gym.experience.interfaces import DatumSpec, LLMMessage, LLMMessageLogType
 from nemo_gym.experience.message_log import batched_message_log_to_flat_message, chat_view, message_log_length
 from nemo_gym.experience.rollout_metrics import batch_rollout_metrics
+from nemo_gym.sync_bridge import run_sync
 
-T = TypeVar("T")
 UNLIMITED_TURNS = 999999
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` from synchronous code, also when this thread already runs an event loop (a notebook, an async
-    trainer): then it runs on a fresh loop in a worker thread, since the caller's loop cannot be re-entered."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nemo_gym_rollout") as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 # ---- generation ----------------------------------------------------------------------------------------------

@@ -9,10 +9,9 @@ class); a success becomes one output line, a failure one failures-file record.
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Iterator, TypeVar
+from typing import Any, Callable, Iterator
 
 import orjson
-import uvloop
 
 from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.keys import KeySet, keyed, row_key
@@ -21,14 +20,7 @@ from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutSuccess, 
 from nemo_gym.rollout_collection.store import AppendFile
 from nemo_gym.run_format import AGENT_REF, ATTEMPTS, FAILURE_CLASS, HTTP_STATUS, LAST_ERROR
 
-T = TypeVar("T")
 _LAST_ERROR_CHARS = 500
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on uvloop: the collector's event loop is its hot path."""
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
 
 
 @dataclass
