@@ -7,7 +7,6 @@ guessing at it.
 """
 
 import asyncio
-import concurrent.futures
 from typing import Any, AsyncIterable, Awaitable, Callable
 
 import aiohttp
@@ -22,6 +21,7 @@ from nemo_gym.failures import (  # noqa: F401
     RetryPolicy,
     is_retryable,
 )
+from nemo_gym.sync_bridge import run_sync
 
 # A request body: bytes, or a stream of chunks.
 Body = bytes | AsyncIterable[bytes] | None
@@ -88,9 +88,10 @@ class HttpClient:
         return self._session
 
     async def aclose(self) -> None:
-        if self._session is not None and self._loop is asyncio.get_running_loop():
-            await self._session.close()
-        self._session = None
+        # Let go of the session before closing it: a request started meanwhile opens a new one, not this one.
+        session, self._session = self._session, None
+        if session is not None and self._loop is asyncio.get_running_loop():
+            await session.close()
 
     async def request_json(
         self,
@@ -194,12 +195,7 @@ async def _get_once(url: str, timeout_s: float) -> tuple[int, bytes]:
 def get_blocking(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:
     """GET `url` from synchronous code (start-up polls, one-shot commands): its status and raw body, or
     `RequestFailed` when no reply came. It runs a loop of its own, in a worker thread when called inside one."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_get_once(url, timeout_s))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
-        return worker.submit(asyncio.run, _get_once(url, timeout_s)).result()
+    return run_sync(_get_once(url, timeout_s))
 
 
 def get_json_blocking(url: str, timeout_s: float = 5.0) -> Any:

@@ -6,15 +6,13 @@ Exit status: 0 every server is healthy, 1 one is not (or no head server answers)
 with ng_run by polling this (or our head server's GET /status), never by reading ng_run's output.
 """
 
-import asyncio
-
-
 from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli, load_config
 from nemo_gym.compat.head_detect import NATIVE, HeadListing, detect_head
 
 from nemo_gym.config.global_settings import LoaderSettings, head_server
 from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed, get_json_blocking
 from nemo_gym.server.client import fetch_status
+from nemo_gym.sync_bridge import run_sync
 
 
 async def _listing(head_url: str) -> HeadListing:
@@ -40,7 +38,7 @@ def _probe_liveness(servers: list[dict]) -> list[dict]:
 
 def main_args(argv: list[str]) -> int:
     head_url = head_server(load_config(argv, require_complete=False).values).url
-    listing = asyncio.run(_listing(head_url))  # a one-line error when there is no head server
+    listing = run_sync(_listing(head_url))  # a one-line error when there is no head server
     if listing.kind == NATIVE:
         status = fetch_status(head_url)  # our head server checks every server's /health itself
         rows, healthy = status["servers"], status["all_healthy"]

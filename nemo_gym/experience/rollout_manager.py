@@ -30,7 +30,7 @@ from nemo_gym.experience.interfaces import (
 )
 from nemo_gym.experience.turns.backend_compat import require_async_backend
 from nemo_gym.experience.turns.message_log import generation_weight_versions
-from nemo_gym.experience.turns.rollout_metrics import batch_rollout_metrics
+from nemo_gym.experience.turns.rollout_metrics import CompletionCounts, batch_rollout_metrics
 from nemo_gym.experience.turns.rollouts import UNLIMITED_TURNS, aggregate_sample_metrics, run_sample_multi_turn_rollout
 from nemo_gym.rollout_collection.helper import RolloutCollectionHelper
 
@@ -136,6 +136,11 @@ class AsyncNemoGymRolloutImpl:
             head_server_config=kwargs.get("head_server_url"))
         self._validate_init_params()
 
+    def retry_by_group(self, group_timeout_s: Optional[float]) -> None:
+        """The caller retries whole groups (the trajectory collector): run each rollout once, within the group's
+        deadline, so that the group attempt is the one retry budget (docs/architecture.md, "Retry budget")."""
+        self.rollout_helper = self.rollout_helper.for_prompt_groups(group_timeout_s)
+
     def _validate_init_params(self) -> None:
         if self.num_generations_per_prompt < 1:
             raise ValueError(f"num_generations_per_prompt must be at least 1, got {self.num_generations_per_prompt}")
@@ -198,21 +203,21 @@ class AsyncNemoGymRolloutImpl:
         return result_to_completion(result, self.tokenizer, self.max_seq_len)
 
     def _compute_rollout_metrics(self, completions: list[Completion], agent_name: str) -> dict[str, Any]:
-        turns, gen_tokens, env_tokens = [], [], []
-        for completion in completions:
-            assistant = [m for m in completion.message_log if m["role"] == "assistant"]
-            turns.append(len(assistant))
-            gen_tokens.append(sum(len(m["token_ids"]) for m in assistant))
-            env_tokens.append(sum(len(m["token_ids"]) for m in completion.message_log[1:] if m["role"] != "assistant"))
-        metrics = batch_rollout_metrics(
-            turns, gen_tokens, env_tokens,
-            terminated=[not c.truncated for c in completions],
-            truncated=[c.truncated for c in completions],
-            max_turns_reached=[bool(self.max_rollout_turns) and t >= self.max_rollout_turns for t in turns],
-            total_rewards=[c.reward for c in completions],
-        )
+        metrics = batch_rollout_metrics([self._counts(completion) for completion in completions])
         metrics[f"{agent_name}/mean_reward"] = metrics.get("mean_total_reward", 0.0)
         return metrics
+
+    def _counts(self, completion: Completion) -> CompletionCounts:
+        assistant = [m for m in completion.message_log if m["role"] == "assistant"]
+        return CompletionCounts(
+            turns=len(assistant),
+            assistant_tokens=sum(len(m["token_ids"]) for m in assistant),
+            env_tokens=sum(len(m["token_ids"]) for m in completion.message_log[1:] if m["role"] != "assistant"),
+            terminated=not completion.truncated,
+            truncated=completion.truncated,
+            max_turns_reached=bool(self.max_rollout_turns) and len(assistant) >= self.max_rollout_turns,
+            total_reward=completion.reward,
+        )
 
 
 class RolloutManager:
@@ -234,6 +239,12 @@ class RolloutManager:
             self.impl = AsyncRolloutImpl(tokenizer, task_to_env, num_generations_per_prompt, max_seq_len,
                                          policy_generation, max_rollout_turns or UNLIMITED_TURNS, **kwargs)
         self.use_nemo_gym = use_nemo_gym
+
+    def retry_by_group(self, group_timeout_s: Optional[float]) -> None:
+        """The caller retries whole groups within `group_timeout_s`: leave the retries to it (the native path has
+        no rollout-level retry to hand over)."""
+        if isinstance(self.impl, AsyncNemoGymRolloutImpl):
+            self.impl.retry_by_group(group_timeout_s)
 
     async def run_rollout(self, input_sample: DatumSpec) -> PromptGroupRecord:
         return await self.impl.run_rollout(input_sample)

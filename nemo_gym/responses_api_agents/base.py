@@ -13,8 +13,9 @@ Settings every agent takes:
     model_timeout_s: 600        # per model call
     resources_timeout_s: 300    # per seed_session / tool / step / verify call
 
-A downstream call that fails after its retries answers 502 with the downstream failure class (see
-`nemo_gym.server.base.json_route`), so the collector records what really failed; it never becomes a reward.
+A downstream call that fails answers 502 with the downstream failure class (see `nemo_gym.server.base.json_route`),
+so the collector records what really failed; it never becomes a reward. Servers do not retry: the collector owns
+the one retry budget (docs/architecture.md, "Retry budget").
 """
 
 import uuid

@@ -20,12 +20,13 @@ from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.dry_run import plan_collection
+from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.manifest import fingerprint, manifest_of
 from nemo_gym.rollout_collection.progress import Progress
 from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes, file_size
 from nemo_gym.rollout_collection.prompt import PromptConfig, load_prompt_config
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
-from nemo_gym.rollout_collection.runner import Runner, RunLimits
+from nemo_gym.rollout_collection.runner import Runner
 from nemo_gym.rollout_collection.run_log import RunLog
 from nemo_gym.rollout_collection.store import (
     AppendFile,
@@ -200,19 +201,19 @@ async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: Tex
             return CollectionSummary.planned(config, plan.shard_rollouts)
         state = _prepare(config, set(agent_urls), prompt, seed_top_level=servers.head_kind != NEMO_GYM)
         with RunLog(config.collect_log_fpath) as log:
-            summary = await _collect(config, state, http, agent_urls, log.tee(progress_stream), servers)
+            summary = await _collect(config, state, log.tee(progress_stream), servers)
             print_summary(summary)
     finally:
         await http.aclose()
     return summary
 
 
-async def _collect(config: RolloutCollectionConfig, state: _RunState, http: HttpClient, agent_urls: dict[str, str],
-                   progress_stream: TextIO, servers: ServerClient) -> CollectionSummary:
+async def _collect(config: RolloutCollectionConfig, state: _RunState, progress_stream: TextIO,
+                   servers: ServerClient) -> CollectionSummary:
     """Run the rollouts, aggregate their metrics, and finish (or abort) the W&B upload."""
     uploader = start_wandb_upload(config) if config.upload_rollouts_to_wandb else None
     try:
-        summary = await _run(config, state, http, agent_urls, progress_stream, uploader)
+        summary = await _run(config, state, servers, progress_stream, uploader)
         if not config.disable_aggregation:
             await _aggregate(config, summary, servers)
     except BaseException:
@@ -225,14 +226,15 @@ async def _collect(config: RolloutCollectionConfig, state: _RunState, http: Http
     return summary
 
 
-async def _run(config: RolloutCollectionConfig, state: _RunState, http: HttpClient, agent_urls: dict[str, str],
-               progress_stream: TextIO, uploader: WandbUploader | None = None) -> CollectionSummary:
+async def _run(config: RolloutCollectionConfig, state: _RunState, servers: ServerClient, progress_stream: TextIO,
+               uploader: WandbUploader | None = None) -> CollectionSummary:
     plan = state.plan
     progress = Progress(plan.shard_rollouts, min(len(state.done), plan.shard_rollouts), config.progress_interval_s,
                         progress_stream)
-    limits = RunLimits(RolloutPolicy.from_config(config), config.max_total_attempts)
+    engine = RolloutEngine(servers, RolloutPolicy.from_config(config))
     failures = AppendFile(config.failures_jsonl_fpath)
-    runner = Runner(http, agent_urls, limits, state.output, failures, state.done, state.prior_attempts, progress)
+    runner = Runner(engine, config.max_total_attempts, state.output, failures, state.done, state.prior_attempts,
+                    progress)
     tokens = TokenTally()
     runner.row_listeners.append(tokens.on_row)
     if uploader:

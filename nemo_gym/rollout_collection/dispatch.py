@@ -1,12 +1,13 @@
 """The engine behind `run_examples`: pull rows lazily, run each under a permit, queue results as they finish.
 
 A dispatcher task takes a permit, then pulls the next row from the caller's iterable and starts one task for it
-(`run_rollout`: the CLI's attempt, timeout and failure rules). The permit travels with the row's result and is given
+on the helper's engine (`engine.py`: `run_rollout`, the CLI's attempt, timeout and failure rules). The permit travels with the row's result and is given
 back when the caller takes that result. So rows pulled but not yet taken never exceed the concurrency, however long
 the iterable, and a slow consumer slows the dispatch instead of piling results up in memory.
 
-Stopping cancels the dispatcher; on its way out it cancels the rollouts in flight and closes its HTTP session, so
-whatever stops a run (the caller, a broken row, the event loop shutting down) leaves nothing running or connected.
+Stopping cancels the dispatcher; on its way out it cancels the rollouts in flight and leaves the engine (the last
+stream out closes its HTTP session), so whatever stops a run (the caller, a broken row, the event loop shutting
+down) leaves nothing running, or connected once no other stream of the helper runs.
 """
 
 import asyncio
@@ -14,10 +15,9 @@ from collections.abc import Iterable
 from typing import Any, Union
 
 from nemo_gym.errors import InputDataError
-from nemo_gym.http_client import NO_RETRY, HttpClient
-from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy, RolloutSuccess, result_row, run_rollout
+from nemo_gym.rollout_collection.engine import RolloutEngine
+from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutSuccess, result_row
 from nemo_gym.run_format import AGENT_REF
-from nemo_gym.server.client import ServerClient
 
 RolloutItem = tuple[dict[str, Any], Union[dict[str, Any], RolloutFailure]]
 
@@ -47,32 +47,42 @@ class Permits:
             semaphore.release()
 
 
+def _agent_of(position: int, row: Any) -> str:
+    ref = row.get(AGENT_REF) if isinstance(row, dict) else None
+    name = ref.get("name") if isinstance(ref, dict) else None
+    if not isinstance(name, str) or not name:
+        raise InputDataError(f'row {position} of run_examples has no agent_ref {{"name": "<agent>"}}: '
+                             f"{str(row)[:200]}")
+    return name
+
+
 class Dispatch:
     """One run of rows through their agents; `take()` hands out (row, result or RolloutFailure) as they finish."""
 
-    def __init__(self, examples: Iterable[Any], head_url: str, policy: RolloutPolicy, permits: Permits,
-                 max_connections: int) -> None:
+    def __init__(self, examples: Iterable[Any], engine: RolloutEngine, limit: int | None,
+                 semaphore: asyncio.Semaphore | None) -> None:
+        """Concurrency: `limit` and/or the caller's `semaphore`; with neither, the engine's shared limit."""
         self._examples = examples
-        self._head_url = head_url
-        self._policy = policy
-        self._permits = permits
-        self._http = HttpClient(read_timeout_s=policy.rollout_timeout_s, retry=NO_RETRY,
-                                max_connections=max_connections)
+        self._engine = engine
+        self._limit = limit
+        self._semaphore = semaphore
+        self._permits = Permits(None, None)  # set by start(), on the loop the run uses
         self._queue: asyncio.Queue = asyncio.Queue()  # bounded by the permits
         self._rollouts: set[asyncio.Task] = set()
         self._task: asyncio.Task | None = None
         self._stopping = False  # nobody will take more results
         self._winding_down = False  # the dispatcher is closing up: a cancel now would cut the session close short
         self.error: BaseException | None = None
-        self._run_urls: dict[str, str] = {}
-        self._lookup = asyncio.Lock()
 
     @property
     def done(self) -> bool:
-        """No rollout runs and the HTTP session is closed."""
+        """No rollout of this run is left and it left the engine."""
         return self._task is not None and self._task.done()
 
     def start(self) -> None:
+        self._engine.bind()
+        own = self._limit is not None or self._semaphore is not None
+        self._permits = Permits(self._limit, self._semaphore if own else self._engine.shared_limit)
         self._task = asyncio.get_running_loop().create_task(self._dispatch())
 
     async def take(self) -> RolloutItem | None:
@@ -90,7 +100,7 @@ class Dispatch:
         raise self.error  # type: ignore[misc]
 
     def stop(self) -> None:
-        """Stop now (callable from a finalizer): the dispatcher cancels what runs and closes the session."""
+        """Stop now (callable from a finalizer): the dispatcher cancels what runs and leaves the engine."""
         self._stopping = True
         if self._task is None:
             return
@@ -104,6 +114,7 @@ class Dispatch:
             await asyncio.wait({self._task})
 
     async def _dispatch(self) -> None:
+        self._engine.enter()  # here, not in start(): a task cancelled before its first step never runs `finally`
         position = 0
         try:
             rows = iter(self._examples)
@@ -138,13 +149,12 @@ class Dispatch:
             finally:  # even when cancelled meanwhile (the loop shutting down): its first step closes the sockets
                 if self._stopping or self.error is not None:
                     self._drain()  # no more results will be taken
-                await self._http.aclose()
+                await self._engine.leave()
 
     async def _one(self, position: int, row: Any) -> bool:
         """Run one row and queue its result; True when queued (its permit then travels with the result)."""
         try:
-            url = await self._run_url(position, row)
-            outcome = await run_rollout(self._http, url, row, self._policy)
+            outcome = await self._engine.run(_agent_of(position, row), row)
         except Exception as exc:  # this row cannot run at all (no agent_ref, unknown agent, no head server)
             self._break(exc)
             return False
@@ -157,18 +167,6 @@ class Dispatch:
         self._rollouts.discard(rollout)
         if rollout.cancelled() or not rollout.result():
             self._permits.release()
-
-    async def _run_url(self, position: int, row: Any) -> str:
-        ref = row.get(AGENT_REF) if isinstance(row, dict) else None
-        name = ref.get("name") if isinstance(ref, dict) else None
-        if not isinstance(name, str) or not name:
-            raise InputDataError(f'row {position} of run_examples has no agent_ref {{"name": "<agent>"}}: '
-                                 f"{str(row)[:200]}")
-        if name not in self._run_urls:
-            async with self._lookup:  # one head-server lookup, not one per concurrent row
-                if name not in self._run_urls:
-                    self._run_urls[name] = f"{await ServerClient(self._head_url, self._http).url(name)}/run"
-        return self._run_urls[name]
 
     def _break(self, error: BaseException) -> None:
         """Stop the whole run: every waiting and later `take` raises `error`."""

@@ -28,7 +28,7 @@ from nemo_gym.rollout_collection.config import (
 )
 from nemo_gym.rollout_collection.dry_run import plan_collection
 from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError, load_prompt_config
-from nemo_gym.rollout_collection.runner import run_async
+from nemo_gym.sync_bridge import run_sync
 from nemo_gym.run_format import AGENT_REF, CREATE_PARAMS, NUM_REPEATS
 from nemo_gym.server.settings_check import check_server_settings
 from nemo_gym.server.supervisor import Supervisor
@@ -161,7 +161,7 @@ def e2e_collect_rollouts(config: E2ERolloutCollectionConfig, global_config: Glob
         supervisor.start()
         print(f"starting {len(supervisor.processes)} servers (logs in {log_dir}) ...", flush=True)
         supervisor.wait_healthy()
-        return run_async(collect_rollouts(collection_config(config, inputs, supervisor.head_url)))
+        return run_sync(collect_rollouts(collection_config(config, inputs, supervisor.head_url)))
     finally:
         supervisor.stop()
         print("all servers stopped", flush=True)

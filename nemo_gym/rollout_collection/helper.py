@@ -23,6 +23,7 @@ from nemo_gym.rollout_collection.config import (
     RolloutCollectionConfig,
     SharedRolloutCollectionConfig,
 )
+from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.stream import RolloutStream
 from nemo_gym.run_files.paths import rollout_files
@@ -65,6 +66,17 @@ class RolloutCollectionHelper:
         self.head_server_url = head_server_url(head_server_config)
         self.policy = RolloutPolicy(max_attempts, rollout_timeout_s, retry_backoff_s)
         self.num_samples_in_parallel = num_samples_in_parallel
+        self._engines: dict[str, RolloutEngine] = {}  # per head server: one HTTP client, lookup and limit each
+
+    def for_prompt_groups(self, group_timeout_s: float | None) -> "RolloutCollectionHelper":
+        """This helper as a caller that retries whole prompt groups needs it: the group attempt is that path's one
+        retry (docs/architecture.md, "Retry budget"), so each rollout runs once, its deadline within the group's."""
+        rollout_timeout_s = self.policy.rollout_timeout_s
+        if group_timeout_s is not None:
+            rollout_timeout_s = min(rollout_timeout_s, group_timeout_s)
+        return RolloutCollectionHelper(self.head_server_url, max_attempts=1, rollout_timeout_s=rollout_timeout_s,
+                                       retry_backoff_s=self.policy.retry_backoff_s,
+                                       num_samples_in_parallel=self.num_samples_in_parallel)
 
     def run_examples(self, examples: Iterable[dict[str, Any]], head_server_config: Any = None,
                      semaphore: asyncio.Semaphore | None = None, *, num_samples_in_parallel: int | None = None,
@@ -72,14 +84,15 @@ class RolloutCollectionHelper:
         """Run every row of `examples` (each with `agent_ref.name`), pulling rows only as slots free up.
 
         Concurrency: `num_samples_in_parallel` if given; else `semaphore` alone (held per row from dispatch until
-        its result is handed over, so it can bound several streams at once); else the helper's default. Nothing
+        its result is handed over, so it can bound several streams at once); else the helper's
+        `num_samples_in_parallel`, one limit shared by every such stream of this helper. Nothing
         starts until the result is iterated: `async for row, result in ...`, or NeMo Gym's
         `for future in ...: row, result = await future` for a list. See `RolloutStream`.
         """
         head = self.head_server_url if head_server_config is None else head_server_url(head_server_config)
-        if num_samples_in_parallel is None and semaphore is None:
-            num_samples_in_parallel = self.num_samples_in_parallel
-        return RolloutStream(examples, head, self.policy, num_samples_in_parallel, semaphore, return_failures)
+        if head not in self._engines:
+            self._engines[head] = RolloutEngine.connect(head, self.policy, self.num_samples_in_parallel)
+        return RolloutStream(examples, self._engines[head], num_samples_in_parallel, semaphore, return_failures)
 
     async def run_from_config(self, config: RolloutCollectionConfig,
                               progress_stream: TextIO = sys.stderr) -> CollectionSummary:

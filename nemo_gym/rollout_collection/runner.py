@@ -1,35 +1,27 @@
 """The collection engine: stream rollouts to agents under a concurrency limit and commit each result as it lands.
 
 `num_samples_in_parallel` workers pull the next pending row from one shared, lazy iterator, so at most that many
-rows exist in memory and the input is read only as fast as rollouts finish. Each row goes through `run_rollout`
-(deadline, bounded attempts with backoff, failure class: the rules the Python API shares); a success becomes one
-output line, a failure one failures-file record.
+rows exist in memory and the input is read only as fast as rollouts finish. Each row runs on the run's
+`RolloutEngine`, the one the Python API runs on (`run_rollout`: deadline, bounded attempts with backoff, failure
+class); a success becomes one output line, a failure one failures-file record.
 """
 
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Iterator, TypeVar
+from typing import Any, Callable, Iterator
 
 import orjson
-import uvloop
 
-from nemo_gym.http_client import HttpClient
+from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.progress import Progress
-from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy, RolloutSuccess, result_row, run_rollout
+from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutSuccess, result_row
 from nemo_gym.rollout_collection.store import AppendFile
 from nemo_gym.run_files.rows import keyed, row_key
 from nemo_gym.run_format import AGENT_REF, ATTEMPTS, FAILURE_CLASS, HTTP_STATUS, LAST_ERROR
 
-T = TypeVar("T")
 _LAST_ERROR_CHARS = 500
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on uvloop: the collector's event loop is its hot path."""
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
 
 
 @dataclass
@@ -40,21 +32,13 @@ class RunStats:
     failures_by_class: Counter = field(default_factory=Counter)
 
 
-@dataclass(frozen=True)
-class RunLimits:
-    policy: RolloutPolicy  # per rollout, in this run
-    max_total_attempts: int  # per rollout, over all runs of this output
-
-
 class Runner:
     """Runs the pending rollouts of one collection run; every outcome is written before the next row is taken."""
 
-    def __init__(self, http: HttpClient, agent_urls: dict[str, str], limits: RunLimits, output: AppendFile,
-                 failures: AppendFile, done: KeySet, prior_attempts: dict[tuple[int, int], int],
-                 progress: Progress) -> None:
-        self.http = http
-        self.run_urls = {name: f"{url}/run" for name, url in agent_urls.items()}
-        self.limits = limits
+    def __init__(self, engine: RolloutEngine, max_total_attempts: int, output: AppendFile, failures: AppendFile,
+                 done: KeySet, prior_attempts: dict[tuple[int, int], int], progress: Progress) -> None:
+        self.engine = engine  # its policy holds the attempts of one run
+        self.max_total_attempts = max_total_attempts  # per rollout, over all runs of this output
         self.output = output
         self.failures = failures
         self.done = done
@@ -70,19 +54,23 @@ class Runner:
             key = row_key(line)
             if key in self.done:
                 continue
-            if self.prior_attempts.get(key, 0) >= self.limits.max_total_attempts:
+            if self.prior_attempts.get(key, 0) >= self.max_total_attempts:
                 self.stats.exhausted += 1
                 continue
             yield key, line
 
     async def run(self, lines: Iterator[bytes], concurrency: int) -> RunStats:
         rows = self.pending(lines)
+        self.engine.bind()
+        self.engine.enter()
         try:
             async with asyncio.TaskGroup() as group:
                 for _ in range(concurrency):
                     group.create_task(self._worker(rows))
         except ExceptionGroup as group_error:
             raise group_error.exceptions[0] from None  # a local fault (e.g. disk full): report it plainly
+        finally:
+            await self.engine.leave()
         return self.stats
 
     async def _worker(self, rows: Iterator[tuple[tuple[int, int], bytes]]) -> None:
@@ -91,9 +79,8 @@ class Runner:
             await self._rollout(key, orjson.loads(line))
 
     async def _rollout(self, key: tuple[int, int], row: dict[str, Any]) -> None:
-        url = self.run_urls[row[AGENT_REF]["name"]]
         prior = self.prior_attempts.get(key, 0)
-        outcome = await run_rollout(self.http, url, row, self.limits.policy, self.limits.max_total_attempts - prior)
+        outcome = await self.engine.run(row[AGENT_REF]["name"], row, self.max_total_attempts - prior)
         if isinstance(outcome, RolloutSuccess):
             self._succeed(key, row, outcome)
         else:

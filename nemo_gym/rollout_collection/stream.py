@@ -1,8 +1,9 @@
 """What `RolloutCollectionHelper.run_examples` returns: the results of one run, iterated in one of two styles.
 
-The stream owns its run (see `dispatch.py`). Closing it — `aclose()`, leaving `async with`, the end of an
-`async for` (finished, broken out of, raised through, or cancelled), dropping a `for future in ...` loop early —
-cancels every rollout still in flight and closes the HTTP session.
+The stream owns its run (see `dispatch.py`) on its helper's engine (`engine.py`). Closing it — `aclose()`, leaving
+`async with`, the end of an `async for` (finished, broken out of, raised through, or cancelled), dropping a
+`for future in ...` loop early — cancels every rollout still in flight; the last stream of a helper to close closes
+the HTTP session.
 """
 
 import asyncio
@@ -10,10 +11,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from nemo_gym.errors import InputDataError
-from nemo_gym.rollout_collection.dispatch import Dispatch, Permits, RolloutItem
-from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy
-
-_CONNECTIONS_WITHOUT_LIMIT = 4096  # only a caller's semaphore bounds the run: the client's own default pool
+from nemo_gym.rollout_collection.dispatch import Dispatch, RolloutItem
+from nemo_gym.rollout_collection.engine import RolloutEngine
+from nemo_gym.rollout_collection.rollout import RolloutFailure
 
 
 class RolloutStream:
@@ -29,16 +29,13 @@ class RolloutStream:
     raises), unless `return_failures=True`: then `(row, RolloutFailure)` comes instead and the run goes on.
     """
 
-    def __init__(self, examples: Iterable[dict[str, Any]], head_url: str, policy: RolloutPolicy,
-                 concurrency: int | None, semaphore: asyncio.Semaphore | None, return_failures: bool) -> None:
-        if concurrency is None and semaphore is None:
-            raise ValueError("run_examples needs a concurrency limit: num_samples_in_parallel or a semaphore")
+    def __init__(self, examples: Iterable[dict[str, Any]], engine: RolloutEngine, concurrency: int | None,
+                 semaphore: asyncio.Semaphore | None, return_failures: bool) -> None:
         if concurrency is not None and concurrency < 1:
             raise ValueError(f"num_samples_in_parallel must be at least 1, got {concurrency}")
         self._examples = examples
         self._return_failures = return_failures
-        self._dispatch = Dispatch(examples, head_url, policy, Permits(concurrency, semaphore),
-                                  (concurrency or _CONNECTIONS_WITHOUT_LIMIT) + 16)
+        self._dispatch = Dispatch(examples, engine, concurrency, semaphore)
         self._started = False
         self._closed = False
         self._futures_out: set[asyncio.Task] = set()
@@ -46,7 +43,8 @@ class RolloutStream:
 
     @property
     def closed(self) -> bool:
-        """True once nothing runs and the HTTP session is closed (after the last result, or after closing)."""
+        """True once nothing of this run is left (after the last result, or after closing); the helper's HTTP
+        session is closed then unless another of its streams runs."""
         return self._dispatch.done or (self._closed and not self._started)
 
     def __aiter__(self) -> "_AsyncResults":
@@ -72,7 +70,7 @@ class RolloutStream:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Cancel the rollouts still in flight and close the HTTP session; returns once both are done."""
+        """Cancel the rollouts still in flight and leave the helper's engine; returns once both are done."""
         self.stop()
         await self._dispatch.wait_stopped()
 

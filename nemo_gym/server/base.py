@@ -20,7 +20,7 @@ from pydantic import Field
 from nemo_gym.config.servers import SERVER_KINDS, ServerSpec
 from nemo_gym.config.typed import Settings, Text, UnknownKeys, build
 from nemo_gym.failures import failure_class_of
-from nemo_gym.http_client import HttpClient, RequestFailed
+from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed
 from nemo_gym.server.client import ServerClient
 
 logger = logging.getLogger("nemo_gym.server")
@@ -47,7 +47,7 @@ def error_response(status: int, failure_class: str, message: str, **extra: Any) 
 
 
 def downstream_failed(exc: RequestFailed) -> Response:
-    """502 for a downstream call that failed after its retries, carrying the class of the deepest hop that failed
+    """502 for a downstream call that failed, carrying the class of the deepest hop that failed
     (a dead vLLM behind the model server reads `connect` at the collector, not the model server's `http_5xx`)."""
     return error_response(502, failure_class_of(exc), exc.message, upstream_status=exc.status)
 
@@ -171,6 +171,9 @@ class BaseServer:
         self.http = HttpClient(
             connect_timeout_s=self.settings.connect_timeout_s,
             read_timeout_s=self.settings.read_timeout_s,
+            # A server calls others on behalf of a rollout, whose one retry budget is the collector's
+            # (docs/architecture.md, "Retry budget"): a retry here would multiply it.
+            retry=NO_RETRY,
         )
         if self.head_url:
             self.servers = ServerClient(self.head_url, self.http)

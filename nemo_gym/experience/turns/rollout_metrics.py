@@ -1,56 +1,71 @@
-"""The metric keys of multi-turn rollouts (NeMo RL's names) and how metrics of several batches combine."""
+"""The metrics of multi-turn rollouts (NeMo RL's keys): computed one way, from per-completion counts, and merged one
+way across batches or prompt groups."""
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import torch
 
 
-def batch_rollout_metrics(
-    turn_counts: Sequence[int],
-    assistant_tokens: Sequence[int],
-    env_tokens: Sequence[int],
-    terminated: Sequence[bool],
-    truncated: Sequence[bool],
-    max_turns_reached: Sequence[bool],
-    total_rewards: Sequence[float],
-) -> dict[str, Any]:
-    """Rollout metrics over a batch of B samples, from per-sample counts. Token counts exclude the prompt."""
-    n = len(turn_counts)
+@dataclass(frozen=True)
+class CompletionCounts:
+    """What the metrics need of one completion (token counts exclude the prompt). The turn loops' own progress
+    records have these fields too, and are passed as they are."""
+
+    turns: int
+    assistant_tokens: int
+    env_tokens: int
+    terminated: bool
+    truncated: bool
+    max_turns_reached: bool
+    total_reward: float
+
+
+def batch_rollout_metrics(samples: Sequence[CompletionCounts]) -> dict[str, Any]:
+    """Rollout metrics over a batch of B completions."""
+    n = len(samples)
     if n == 0:
         return {}
-    rewards = torch.as_tensor(list(total_rewards), dtype=torch.float64)
+    turns = [s.turns for s in samples]
+    assistant_tokens, env_tokens = sum(s.assistant_tokens for s in samples), sum(s.env_tokens for s in samples)
+    rewards = torch.as_tensor([s.total_reward for s in samples], dtype=torch.float64)
     return {
-        "total_turns": int(sum(turn_counts)),
-        "avg_turns_per_sample": sum(turn_counts) / n,
-        "max_turns_per_sample": int(max(turn_counts)),
-        "natural_termination_rate": sum(map(bool, terminated)) / n,
-        "truncation_rate": sum(map(bool, truncated)) / n,
-        "max_turns_reached_rate": sum(map(bool, max_turns_reached)) / n,
-        "mean_total_tokens_per_sample": (sum(assistant_tokens) + sum(env_tokens)) / n,
-        "mean_gen_tokens_per_sample": sum(assistant_tokens) / n,
-        "mean_env_tokens_per_sample": sum(env_tokens) / n,
+        "total_turns": int(sum(turns)),
+        "avg_turns_per_sample": sum(turns) / n,
+        "max_turns_per_sample": int(max(turns)),
+        "natural_termination_rate": sum(bool(s.terminated) for s in samples) / n,
+        "truncation_rate": sum(bool(s.truncated) for s in samples) / n,
+        "max_turns_reached_rate": sum(bool(s.max_turns_reached) for s in samples) / n,
+        "mean_total_tokens_per_sample": (assistant_tokens + env_tokens) / n,
+        "mean_gen_tokens_per_sample": assistant_tokens / n,
+        "mean_env_tokens_per_sample": env_tokens / n,
         "mean_total_reward": float(rewards.mean()),
         "max_total_reward": float(rewards.max()),
         "min_total_reward": float(rewards.min()),
     }
 
 
+# How a key of `batch_rollout_metrics` combines across batches; every other number (the rates, the means, an agent's
+# `<agent>/mean_reward`) is a per-completion mean, averaged: exact for batches of equal size, as a step's groups are.
+_MERGE: dict[str, Callable[[list[float]], float]] = {
+    "total_turns": sum,
+    "max_turns_per_sample": max,
+    "max_total_reward": max,
+    "min_total_reward": min,
+}
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def merge_rollout_metrics(metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Metrics of several batches or prompt groups as one: `total_*` add up, `max_*` / `min_*` take the extreme,
-    every other number is averaged over the inputs that have it. Non-numbers are dropped."""
-    merged: dict[str, Any] = {}
+    """Metrics of several batches or prompt groups as one: `total_turns` adds up, the `max_*_per_sample` /
+    `max_total_reward` / `min_total_reward` keys take the extreme, every other number is averaged over the inputs
+    that have it (a rate such as `max_turns_reached_rate` too). Non-numbers are dropped."""
     values: dict[str, list[float]] = {}
     for entry in metrics:
         for key, value in entry.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 values.setdefault(key, []).append(value)
-    for key, seen in values.items():
-        if key.startswith("total_"):
-            merged[key] = sum(seen)
-        elif key.startswith("max_"):
-            merged[key] = max(seen)
-        elif key.startswith("min_"):
-            merged[key] = min(seen)
-        else:
-            merged[key] = sum(seen) / len(seen)
-    return merged
+    return {key: _MERGE.get(key, _mean)(seen) for key, seen in values.items()}

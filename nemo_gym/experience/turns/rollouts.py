@@ -20,9 +20,8 @@ GenerationInterface without our extras (environments/calling.py, backend_compat.
 import asyncio
 import copy
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Coroutine, Optional, Sequence, TypeVar
+from typing import Any, Optional, Sequence
 
 import torch
 
@@ -41,20 +40,9 @@ from nemo_gym.experience.turns.backend_compat import conform_outputs, pad_token_
 from nemo_gym.experience.turns.chat_template import ChatTemplate
 from nemo_gym.experience.turns.message_log import batched_message_log_to_flat_message, chat_view, message_log_length
 from nemo_gym.experience.turns.rollout_metrics import batch_rollout_metrics
+from nemo_gym.sync_bridge import run_sync
 
-T = TypeVar("T")
 UNLIMITED_TURNS = 999999
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` from synchronous code, also when this thread already runs an event loop (a notebook, an async
-    trainer): then it runs on a fresh loop in a worker thread, since the caller's loop cannot be re-entered."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nemo_gym_rollout") as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 # ---- generation ----------------------------------------------------------------------------------------------
@@ -297,14 +285,6 @@ def _sample_metrics(progress: _SampleProgress, message_log: LLMMessageLogType) -
     }
 
 
-def _metrics_of(progresses: Sequence[_SampleProgress]) -> dict[str, Any]:
-    return batch_rollout_metrics(
-        [p.turns for p in progresses], [p.assistant_tokens for p in progresses], [p.env_tokens for p in progresses],
-        [p.terminated for p in progresses], [p.truncated for p in progresses],
-        [p.max_turns_reached for p in progresses], [p.total_reward for p in progresses],
-    )
-
-
 def _finish_batch(batch: BatchedDataDict[DatumSpec], progresses: Sequence[_SampleProgress]) -> BatchedDataDict:
     batch["total_reward"] = torch.tensor([p.total_reward for p in progresses], dtype=torch.float32)
     batch["truncated"] = torch.tensor([p.truncated for p in progresses], dtype=torch.bool)
@@ -366,7 +346,7 @@ def run_multi_turn_rollout(
         active = [i for i in active if not progresses[i].done]
     for i in active:
         progresses[i].max_turns_reached = True
-    return _finish_batch(batch, progresses), _metrics_of(progresses)
+    return _finish_batch(batch, progresses), batch_rollout_metrics(progresses)
 
 
 # ---- per-sample turns, concurrently ----------------------------------------------------------------------------
@@ -476,7 +456,7 @@ def run_async_multi_turn_rollout(
     batch = BatchedDataDict({key: [s[key] for s in samples] for key in keys if key not in ("total_reward",
                                                                                              "truncated")})
     progresses = [_progress_from(m) for m in sample_metrics]
-    return _finish_batch(batch, progresses), _metrics_of(progresses)
+    return _finish_batch(batch, progresses), batch_rollout_metrics(progresses)
 
 
 def _progress_from(metrics: dict[str, Any]) -> _SampleProgress:
@@ -489,4 +469,4 @@ def _progress_from(metrics: dict[str, Any]) -> _SampleProgress:
 
 def aggregate_sample_metrics(sample_metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The batched metric keys over per-sample metrics of `run_sample_multi_turn_rollout`."""
-    return _metrics_of([_progress_from(m) for m in sample_metrics])
+    return batch_rollout_metrics([_progress_from(m) for m in sample_metrics])

@@ -20,7 +20,6 @@ from typing import Any
 
 from pydantic import Field
 
-from nemo_gym.http_client import NO_RETRY
 from nemo_gym.protocol import output_text
 from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items, turn_limit
 from nemo_gym.server.base import HandlerError
@@ -52,8 +51,7 @@ class MultiTurnAgent(AgentServer):
         self.max_turns = self.settings.max_turns
 
     async def _step(self, text: str, session_id: str) -> dict[str, Any]:
-        # No retry: a move changes the game, and a second attempt could play it twice.
-        step = await self.resources("/step", {"text": text}, session_id, retry=NO_RETRY)
+        step = await self.resources("/step", {"text": text}, session_id)
         if not (isinstance(step, dict) and isinstance(step.get("observation"), str)
                 and isinstance(step.get("terminated"), bool)):
             raise HandlerError(502, "resources server's /step answered without 'observation' and 'terminated'",

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from pydantic import Field
 
-from nemo_gym.http_client import NO_RETRY, RequestFailed
+from nemo_gym.http_client import RequestFailed
 from nemo_gym.protocol import function_call_output, function_calls
 from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items, turn_limit
 
@@ -62,8 +62,7 @@ class SimpleAgent(AgentServer):
         if not isinstance(arguments, dict):
             return function_call_output(call["call_id"], "Error: the arguments must be a JSON object.")
         try:
-            # No retry: a tool may change state, and a second attempt could apply the change twice.
-            result = await self.resources(f"/{name}", arguments, session_id, retry=NO_RETRY)
+            result = await self.resources(f"/{name}", arguments, session_id)
         except RequestFailed as exc:
             # A 4xx (bad arguments for this tool) is the model's mistake; anything else is a failed rollout.
             if exc.status is None or not 400 <= exc.status < 500 or exc.status == 429:
