@@ -4,7 +4,7 @@ collector on the same stack (the native pairing), on NeMo Gym's example rows plu
 from pathlib import Path
 
 from tests.collection.util import read_rows, run_cli, sidecar
-from tests.compat.reference import AGENT, reference_collect, reference_stack, tagged_pids
+from tests.helpers.nemo_gym_reference import AGENT, reference_collect, reference_stack, tagged_pids
 from tests.compat.support import (REPEATS, aggregate_entry, chat_stub_config, input_rows, our_collect, rewards,
                                   seen_seed)
 from tests.helpers.stack import running_stack
