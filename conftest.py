@@ -7,7 +7,7 @@ from typing import Iterator
 import pytest
 
 from tests.helpers.model import MODEL_NAME, VLLMServer, has_cuda, vllm_process
-from tests.helpers.requirements import REQUIRE_ALL_VAR, require_all
+from tests.helpers.requirements import REQUIRE_ALL_VAR, MissingRequirement, require_all
 from tests.helpers.stack import REPO_ROOT
 
 
@@ -56,16 +56,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config._nemo_gym_gpu_deselected = [item.nodeid for item in gpu]
 
 
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-    """Under NEMO_GYM_REQUIRE_ALL a skip from anywhere (not only tests.helpers.requirements) fails the test."""
+    """Under NEMO_GYM_REQUIRE_ALL a skip from anywhere (not only tests.helpers.requirements) fails the test, and so
+    does a missing requirement in a test marked xfail (which would otherwise count it as the expected failure)."""
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and not hasattr(report, "wasxfail") and require_all():
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        reason = reason.removeprefix("Skipped: ")
+    if not require_all():
+        return
+    if call.excinfo is not None and call.excinfo.errisinstance(MissingRequirement):
         report.outcome = "failed"
-        report.longrepr = f"skipped, and {REQUIRE_ALL_VAR}=1 allows no skips: {reason}"
+        if hasattr(report, "wasxfail"):
+            del report.wasxfail
+    elif report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped, and {REQUIRE_ALL_VAR}=1 allows no skips: {_skip_reason(report)}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """Under NEMO_GYM_REQUIRE_ALL a module (or class) skipped while being collected, by
+    `pytest.skip(allow_module_level=True)` or `pytest.importorskip`, is a collection error: its tests never ran."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and require_all():
+        report.outcome = "failed"
+        report.longrepr = (f"{collector.nodeid} skipped while being collected, and {REQUIRE_ALL_VAR}=1 allows no "
+                           f"skips: {_skip_reason(report)}")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

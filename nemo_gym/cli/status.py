@@ -6,13 +6,21 @@ Exit status: 0 every server is healthy, 1 one is not (or no head server answers)
 with ng_run by polling this (or our head server's GET /status), never by reading ng_run's output.
 """
 
+from pydantic import Field
+
 from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli, load_config
 from nemo_gym.compat.head_detect import NATIVE, HeadListing, detect_head
 
 from nemo_gym.config.global_settings import LoaderSettings, head_server
+from nemo_gym.config.typed import build
 from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed, get_json_blocking
 from nemo_gym.server.client import fetch_status
 from nemo_gym.sync_bridge import run_sync
+
+
+class StatusSettings(LoaderSettings):
+    health_timeout_s: float = Field(5.0, gt=0)
+    """Seconds each of NeMo Gym's servers gets to answer its liveness probe (ours are probed by our head server)."""
 
 
 async def _listing(head_url: str) -> HeadListing:
@@ -23,12 +31,12 @@ async def _listing(head_url: str) -> HeadListing:
         await http.aclose()
 
 
-def _probe_liveness(servers: list[dict]) -> list[dict]:
+def _probe_liveness(servers: list[dict], timeout_s: float) -> list[dict]:
     """NeMo Gym's servers have no /health; each answers liveness at `/`."""
     rows = []
     for server in servers:
         try:
-            reply = get_json_blocking(f"{server['url']}/", timeout_s=5.0)
+            reply = get_json_blocking(f"{server['url']}/", timeout_s=timeout_s)
             health = reply.get("status", "?") if isinstance(reply, dict) else "?"
         except RequestFailed as exc:
             health = "unreachable" if exc.status is None else "?"
@@ -37,19 +45,21 @@ def _probe_liveness(servers: list[dict]) -> list[dict]:
 
 
 def main_args(argv: list[str]) -> int:
-    head_url = head_server(load_config(argv, require_complete=False).values).url
+    values = load_config(argv, require_complete=False).values
+    settings = build(StatusSettings, values)
+    head_url = head_server(values).url
     listing = run_sync(_listing(head_url))  # a one-line error when there is no head server
     if listing.kind == NATIVE:
         status = fetch_status(head_url)  # our head server checks every server's /health itself
         rows, healthy = status["servers"], status["all_healthy"]
     else:
-        rows = _probe_liveness(listing.servers)
+        rows = _probe_liveness(listing.servers, settings.health_timeout_s)
         healthy = all(row["health"] == "ok" for row in rows)
     print_table(rows, ["name", "kind", "implementation", "url", "health"])
     return 0 if healthy else EXIT_DOWNSTREAM
 
 
-HELP = CommandHelp("ng_status", __doc__, [("Options", LoaderSettings, "")])
+HELP = CommandHelp("ng_status", __doc__, [("Options", StatusSettings, "")])
 
 
 def main() -> None:

@@ -85,17 +85,25 @@ def test_sigterm_to_the_runner_stops_the_benchmark_it_runs(tmp_path: Path) -> No
     _assert_all_stopped(popen, pids, 128 + signal.SIGTERM)
 
 
+# The child starts a grandchild in a session of its own (as Ray does) and prints its pid only once it has moved:
+# Popen returns after the exec, and start_new_session makes the grandchild call setsid() before it.
+MOVER = ("import subprocess, sys, time\n"
+         "moved = subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+         "print(moved.pid, flush=True)\n"
+         "time.sleep(600)\n")
+
+
 def test_an_exception_stops_the_child_and_what_it_moved_to_another_session() -> None:
     """Processes that left the child's session (as Ray's do) are found by the token in their environment."""
-    script = "import subprocess, time; subprocess.Popen(['setsid', 'sleep', '600']); time.sleep(600)"
     with pytest.raises(RuntimeError, match="benchmark body failed"):
-        with child_process([sys.executable, "-c", script], grace_s=10) as popen:
-            deadline = time.monotonic() + 30
-            while not (pids := {p.pid for p in psutil.Process(popen.pid).children(recursive=True)}):
-                assert time.monotonic() < deadline, "the child started nothing"
-                time.sleep(0.1)
-            time.sleep(0.5)  # setsid has exec'd sleep by now
-            pids = {p.pid for p in psutil.Process(popen.pid).children(recursive=True)} | pids
+        with child_process([sys.executable, "-c", MOVER], grace_s=10, stdout=subprocess.PIPE, text=True) as popen:
+            moved = int(popen.stdout.readline())
+            # Out of reach of the signal to the child's session: only the token sweep can stop it.
+            assert os.getsid(moved) == moved != os.getsid(popen.pid) == popen.pid
+            assert psutil.Process(moved).ppid() == popen.pid and psutil.Process(moved).name() == "sleep"
             raise RuntimeError("benchmark body failed")
+    left = _alive({moved})
+    for pid in left:  # never leave it behind, even when the assertion below fails
+        os.kill(pid, signal.SIGKILL)
     assert popen.poll() is not None
-    assert not _alive(pids), f"left running: {_alive(pids)}"
+    assert not left, f"the process moved to another session is still running: {moved}"

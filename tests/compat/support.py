@@ -8,7 +8,7 @@ import orjson
 import yaml
 
 from tests.collection.util import read_rows, run_cli
-from tests.compat.reference import AGENT, example_rows
+from tests.helpers.nemo_gym_reference import AGENT, example_rows
 from tests.helpers.stack import environment_config
 from tests.reliability.conftest import write_weather_rows
 

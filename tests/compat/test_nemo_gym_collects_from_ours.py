@@ -7,7 +7,7 @@ import httpx
 import orjson
 
 from tests.collection.util import read_rows
-from tests.compat.reference import reference_collect
+from tests.helpers.nemo_gym_reference import reference_collect
 from tests.compat.support import (REPEATS, SECRET, aggregate_entry, input_rows, our_collect, our_stack_config,
                                   rewards, seen_seed)
 from tests.helpers.stack import free_port, running_stack

@@ -14,22 +14,18 @@ import pytest
 import yaml
 
 from tests.collection.util import keys, read_rows, run_cli
-from tests.helpers.nemo_gym_reference import SITE, ReferenceStack, reference_stack
+from tests.helpers.nemo_gym_reference import AGENT, ReferenceStack, example_rows, reference_collect, reference_stack
 from tests.helpers.stack import Stack, free_port, running_stack
 from tests.reliability.conftest import INSTANT_CHAT, WEATHER_ENV
 
-AGENT = "example_single_tool_call_simple_agent"
 REPEATS = 2
-REFERENCE_SERVERS = ["resources_servers/example_single_tool_call", "responses_api_agents/simple_agent",
-                     "responses_api_models/vllm_model"]
 # Per-task fields that are NeMo Gym's bookkeeping rather than metrics: its sample row and rollout list.
 NOT_COMPARED = {"sample", "rollout_infos"}
 
 
 def _row(city: str, **extra: Any) -> bytes:
     """A row in NeMo Gym's example format (developer + user message, its weather tool) asking about `city`."""
-    example = orjson.loads((SITE / "resources_servers/example_single_tool_call/data/example.jsonl").read_bytes()
-                           .splitlines()[0])
+    example = orjson.loads(example_rows().read_bytes().splitlines()[0])
     params = example["responses_create_params"]
     params["input"][1]["content"] = f"what's the weather in {city}?"
     return orjson.dumps({"responses_create_params": params, "expected_city": city, **extra}) + b"\n"
@@ -52,14 +48,10 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Re
                  "base_url": f"http://127.0.0.1:{chat_port}/v1", "api_key": "stub-key", "model": "instant"}}}}
     (work / "model.yaml").write_text(yaml.safe_dump(model))
     (work / "ours").mkdir()
-    reference_env = {"policy_base_url": f"http://127.0.0.1:{chat_port}/v1", "policy_api_key": "stub-key",
-                     "policy_model_name": "instant"}
-    reference_configs = [SITE / "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml",
-                         SITE / "responses_api_models/vllm_model/configs/vllm_model.yaml"]
     # Generous start-up limits: both stacks start while the shared 2-core machine may be far overloaded.
     with running_stack([f"+config_paths=[{WEATHER_ENV},{work / 'model.yaml'}]", f"+log_dir={work / 'ours' / 'logs'}"],
                        cwd=work / "ours", timeout_s=300) as ours:
-        with reference_stack(work / "reference", reference_configs, REFERENCE_SERVERS, reference_env) as reference:
+        with reference_stack(work / "reference", f"http://127.0.0.1:{chat_port}/v1") as reference:
             yield ours, reference, work
 
 
@@ -90,8 +82,7 @@ def test_keys_and_metrics_equal_nemo_gym_and_resume_gives_every_key_once(stacks)
     ours, reference, work = stacks
     source = _dataset(work / "tasks.jsonl")
     their_out = work / "reference" / "rollouts.jsonl"
-    result = reference.collect(f"+agent_name={AGENT}", f"+input_jsonl_fpath={source}",
-                               f"+output_jsonl_fpath={their_out}", f"+num_repeats={REPEATS}")
+    result = reference_collect(work / "reference", reference.head_port, source, their_out, f"+num_repeats={REPEATS}")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     our_out = work / "ours" / "rollouts.jsonl"
     _collect_ours(ours, source, our_out)

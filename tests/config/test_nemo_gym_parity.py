@@ -13,25 +13,18 @@ import pytest
 
 from nemo_gym.config import load_global_config
 from nemo_gym.errors import ConfigError
-from tests.helpers.stack import REPO_ROOT
+from tests.helpers.nemo_gym_reference import reference_env, reference_python, site_packages
 
-NEMO_GYM_PYTHON = REPO_ROOT / ".venv-nemo-gym" / "bin" / "python"
 ORACLE = Path(__file__).with_name("nemo_gym_oracle.py")
 FIXTURES = Path(__file__).with_name("fixtures")
 MODEL = "responses_api_models/openai_model/configs/openai_model.yaml"
 POLICY = {"policy_base_url": "http://127.0.0.1:9/v1", "policy_api_key": "k", "policy_model_name": "m"}
 
 
-def _nemo_gym_root() -> Path:
-    found = sorted((REPO_ROOT / ".venv-nemo-gym" / "lib").glob("python*/site-packages/nemo_gym/global_config.py"))
-    if not NEMO_GYM_PYTHON.is_file() or not found:
-        pytest.fail("NeMo Gym 0.4.0 is not installed in .venv-nemo-gym: run `bash scripts/setup_tests.sh`")
-    return found[0].parents[1]
-
-
 def _oracle(cases: dict[str, list[str]], workdir: Path) -> dict:
-    done = subprocess.run([str(NEMO_GYM_PYTHON), "-I", str(ORACLE), json.dumps(cases), str(workdir),
-                           json.dumps(POLICY)], capture_output=True, text=True, timeout=600, cwd=workdir)
+    done = subprocess.run([str(reference_python()), "-I", str(ORACLE), json.dumps(cases), str(workdir),
+                           json.dumps(POLICY)], capture_output=True, text=True, timeout=600, cwd=workdir,
+                          env=reference_env())
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -54,7 +47,7 @@ def _ours(paths: list[str], workdir: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def shipped() -> tuple[Path, dict[str, list[str]], dict]:
-    root = _nemo_gym_root()
+    root = site_packages()
     cases = {str(p.relative_to(root)): [str(p.relative_to(root)), MODEL]
              for p in sorted((root / "benchmarks").rglob("*.yaml"))}
     return root, cases, _oracle(cases, root)

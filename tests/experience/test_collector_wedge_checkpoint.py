@@ -1,14 +1,23 @@
 """Wedge: a non-atomic checkpoint. The reference saved the dataloader cursor apart from (and ahead of) the buffer;
 a resumed run skipped about 30% of its prompts. Here one file, written atomically, holds the cursor together with
-every prompt drawn but not yet trained, so a restore regenerates exactly the missing ones."""
+every prompt drawn but not yet trained, so a restore regenerates exactly the missing ones; and a writer process
+killed with SIGKILL anywhere in the write leaves the old checkpoint or the new one."""
 
 import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
+import torch
 
 from nemo_gym.experience.collector import checkpoint as collector_checkpoint
 from nemo_gym.experience.errors import CollectorCheckpointError
+from tests.experience.checkpoint_writer import CHECKPOINT_NAME
 from tests.experience.collector_fakes import (
     ScriptedRolloutManager,
     no_thread_leak,
@@ -16,22 +25,29 @@ from tests.experience.collector_fakes import (
     train_step,
     train_until_exhausted,
 )
+from tests.helpers.stack import REPO_ROOT
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures(no_thread_leak.__name__)]
 
+PROMPTS = 30
+KILL_SEED = 20261125
+# Where each writer is killed, and which checkpoint it must leave: the rename is the moment the new one counts.
+OLD_AT = ("bytes", "fsync", "replace")
+NEW_AT = ("dir_fsync", "written")
 
-def test_a_crash_while_writing_a_checkpoint_keeps_the_previous_one_whole(tmp_path, monkeypatch) -> None:
+
+def test_a_failed_write_raises_and_keeps_the_previous_checkpoint_whole(tmp_path, monkeypatch) -> None:
     path = tmp_path / "collector.pt"
     with running_collector(ScriptedRolloutManager(), 40) as (collector, buffer):
         train_step(collector, buffer, 0, 4, 2, timeout_s=5)
         collector.save_checkpoint(path)
         before = path.read_bytes()
 
-        def torn_save(payload, f):
+        def failing_save(payload, f):
             f.write(b"half a checkpoint")
             raise OSError("disk full")
 
-        monkeypatch.setattr(collector_checkpoint.torch, "save", torn_save)
+        monkeypatch.setattr(collector_checkpoint.torch, "save", failing_save)
         with pytest.raises(CollectorCheckpointError, match="disk full"):
             collector.save_checkpoint(path)
     assert path.read_bytes() == before
@@ -62,3 +78,72 @@ def test_a_checkpoint_taken_while_prompts_are_drawn_and_in_flight_skips_none(tmp
         assert buffer.count_by_target() == {7: 2}  # 30 prompts = 7 steps of 4 + 2 left for a last, partial one
     leftover = {e.prompt.key for e in buffer.state_dict()["entries"]}
     assert sorted(trained + sorted(leftover)) == [(0, i) for i in range(30)]
+
+
+def _kill_writers(state_path: Path, points: dict[str, Path]) -> dict[str, int]:
+    """Run a writer process per point (tests/experience/checkpoint_writer.py), SIGKILL each once it stands at its
+    point; the pid each had."""
+    specs = [f"{folder}={point}" for point, folder in points.items()]
+    writers = subprocess.Popen([sys.executable, "-m", "tests.experience.checkpoint_writer", str(state_path), *specs],
+                               cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                               stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        pids = {}
+        while len(pids) < len(points):
+            line = writers.stdout.readline()
+            assert line, f"the writers ended early with {writers.wait()}"
+            pid, point = line.split()
+            pids[point] = int(pid)
+        for pid in pids.values():
+            os.kill(pid, signal.SIGKILL)
+        ends = dict(line.split(" exit ") for line in writers.stdout.read().splitlines())
+        assert writers.wait() == 0
+    finally:
+        if writers.poll() is None:
+            os.killpg(writers.pid, signal.SIGKILL)
+            writers.wait()
+    assert ends == {str(pid): str(-signal.SIGKILL) for pid in pids.values()}
+    return pids
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_of_a_writer_at_seeded_points_leaves_the_old_or_the_new_checkpoint(tmp_path) -> None:
+    old_path, state_path = tmp_path / "old.pt", tmp_path / "new_state.pt"
+    trained = []
+    with running_collector(ScriptedRolloutManager(), PROMPTS, batch_size=6, max_epochs=1) as (collector, buffer):
+        for step in range(2):
+            trained += train_step(collector, buffer, step, 4, 2, timeout_s=5)
+        collector.save_checkpoint(old_path)
+        before = {"old": list(trained)}
+        trained += train_step(collector, buffer, 2, 4, 2, timeout_s=5)
+        new_state = collector.state_dict()
+        before["new"] = list(trained)
+    torch.save(new_state, state_path)
+    collector_checkpoint.write_checkpoint(tmp_path / "complete.pt", new_state)
+    size = (tmp_path / "complete.pt").stat().st_size
+    offsets = sorted(random.Random(KILL_SEED).sample(range(1, size), 3))
+    points = {f"bytes:{n}": tmp_path / f"bytes_{n}" for n in offsets}
+    points.update({point: tmp_path / point for point in (*OLD_AT[1:], *NEW_AT)})
+    for folder in points.values():
+        folder.mkdir()
+        shutil.copy(old_path, folder / CHECKPOINT_NAME)
+
+    pids = _kill_writers(state_path, points)
+
+    for point, folder in points.items():
+        kind, _, written = point.partition(":")
+        which = "old" if kind in OLD_AT else "new"
+        state = collector_checkpoint.read_checkpoint(folder / CHECKPOINT_NAME)
+        assert state["weight_version"] == {"old": 2, "new": 3}[which], point
+        # The killed writer's temporary file: torn at its seeded byte, whole before the rename, gone after it.
+        torn = folder / f".{CHECKPOINT_NAME}.tmp-{pids[point]}"
+        if which == "new":
+            assert not torn.exists(), point
+        else:
+            assert torn.stat().st_size == (int(written) if written else size), point
+        first_step = {"old": 2, "new": 3}[which]
+        with running_collector(ScriptedRolloutManager(), PROMPTS, batch_size=6, max_epochs=1, start_step=first_step,
+                               checkpoint=folder / CHECKPOINT_NAME) as (collector, buffer):
+            resumed, _ = train_until_exhausted(collector, buffer, first_step, 4, 2, timeout_s=5)
+        leftover = [e.prompt.key for e in buffer.state_dict()["entries"]]
+        assert sorted(before[which] + resumed + leftover) == [(0, i) for i in range(PROMPTS)], point

@@ -1,164 +1,191 @@
-"""NeMo Gym 0.4.0 itself (in .venv-nemo-gym), run beside this project for side-by-side tests.
+"""NeMo Gym 0.4.0 itself (in .venv-nemo-gym, installed by scripts/setup_tests.sh), run as a user would run it.
 
-`reference_stack` starts its `ng_run` on a free head port with Ray isolated in a temp dir of its own (no other Ray
-cluster is joined, none of ours is left behind), and stops it, its servers and every Ray process it started, however
-the test ends. A missing reference install raises: the test fails, it does not skip.
+The one helper that runs it for tests. `reference_stack` starts its `ng_run` with the example_single_tool_call
+environment, simple agent and vllm_model on a free head port, with Ray isolated (its own RAY_TMPDIR; RAY_ADDRESS unset, so it never joins another cluster),
+and stops it and every process it spawned however the test ends: SIGTERM to its process group, SIGKILL after a
+grace period, then SIGKILL to any process still carrying this stack's tag in its environment (Ray daemons and
+workers inherit it); if the test process itself is killed, ng_run gets SIGTERM from the kernel; Ray's usage
+reporting is off. `reference_collect` runs its collector, `run_reference_python` its interpreter. Nothing here
+skips: a missing NeMo Gym is a test failure.
 """
 
+import ctypes
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import httpx
+import pytest
 import yaml
 
-from nemo_gym.server.supervisor import free_port
-from tests.helpers.stack import REPO_ROOT
+from tests.helpers.stack import REPO_ROOT, free_port
 
-REFERENCE_VENV = REPO_ROOT / ".venv-nemo-gym"
-REFERENCE_PYTHON = REFERENCE_VENV / "bin" / "python"
-SITE = REFERENCE_VENV / "lib" / "python3.12" / "site-packages"
-STOP_GRACE_S = 45.0
-READY_MARK = b"# Server Instances"  # its ng_run prints the table once every server has spun up
-
-
-def reference_bin(name: str) -> Path:
-    """A console script of the reference install; raises when NeMo Gym 0.4.0 is not installed."""
-    path = REFERENCE_VENV / "bin" / name
-    if not path.is_file():
-        raise RuntimeError(f"NeMo Gym 0.4.0 is not installed at {REFERENCE_VENV} (bash scripts/setup_tests.sh installs it)")
-    return path
+NEMO_GYM_VENV = REPO_ROOT / ".venv-nemo-gym"
+EXAMPLE_ENV = "resources_servers/example_single_tool_call"
+SERVER_DIRS = (EXAMPLE_ENV, "responses_api_agents/simple_agent", "responses_api_models/vllm_model")
+AGENT = "example_single_tool_call_simple_agent"
+TAG_ENV = "NG_COMPAT_TEST_TAG"
+READY = re.compile(rb"All (\d+) / \1 servers ready")
+STOP_GRACE_S = 60.0
 
 
-def reference_env(ray_dir: Path | None = None) -> dict[str, str]:
-    """The environment for reference processes: nothing of this checkout on the path, Ray confined to `ray_dir`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "PYTHON"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    if ray_dir is not None:
-        env["RAY_TMPDIR"] = str(ray_dir)
+def site_packages() -> Path:
+    """NeMo Gym's site-packages; fails the test (never skips) when it is not installed."""
+    found = sorted(NEMO_GYM_VENV.glob("lib/python3.*/site-packages/nemo_gym/__init__.py"))
+    if not found or not (NEMO_GYM_VENV / "bin" / "ng_run").exists():
+        pytest.fail(f"NeMo Gym 0.4.0 is not installed in {NEMO_GYM_VENV}: run `bash scripts/setup_tests.sh`")
+    return found[0].parent.parent
+
+
+def reference_python() -> Path:
+    """NeMo Gym's interpreter; fails the test (never skips) when it is not installed."""
+    site_packages()
+    return NEMO_GYM_VENV / "bin" / "python"
+
+
+def example_rows() -> Path:
+    return site_packages() / EXAMPLE_ENV / "data" / "example.jsonl"
+
+
+def reference_env(tag: str | None = None) -> dict[str, str]:
+    """The environment NeMo Gym's commands run in: none of our PYTHONPATH (both packages are called nemo_gym), no
+    other Ray cluster to join, and Ray's usage reporting off."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS", "VIRTUAL_ENV")}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    if tag:
+        env[TAG_ENV] = tag
     return env
 
 
-def run_reference_python(code: str, cwd: Path, timeout_s: float = 120.0) -> str:
-    """stdout of `code` run by the reference interpreter (isolated mode: this checkout cannot shadow it)."""
-    reference_bin("python")
-    done = subprocess.run([str(REFERENCE_PYTHON), "-I", "-c", code], cwd=cwd, env=reference_env(),
-                          capture_output=True, text=True, timeout=timeout_s)
-    if done.returncode:
-        raise RuntimeError(f"reference python failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return done.stdout
-
-
-@dataclass
-class ReferenceStack:
-    head_port: int
-    workdir: Path
-    log_path: Path
-
-    def head_args(self) -> list[str]:
-        return ["+head_server.host=127.0.0.1", f"+head_server.port={self.head_port}"]
-
-    def collect(self, *args: str, timeout_s: float = 300.0) -> subprocess.CompletedProcess:
-        """Its `ng_collect_rollouts` against this stack."""
-        return subprocess.run([str(reference_bin("ng_collect_rollouts")), *self.head_args(), *args],
-                              cwd=self.workdir, env=reference_env(), capture_output=True, text=True,
-                              timeout=timeout_s)
-
-
-def _link_server_venvs(venv_dir: Path, servers: Sequence[str]) -> None:
-    """`ng_run +uv_venv_dir=DIR +skip_venv_if_present=true` finds DIR/<kind>/<name>/.venv: point each at the
-    reference venv instead of letting it build one per server."""
-    for server in servers:
-        link = venv_dir / server / ".venv"
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(REFERENCE_VENV)
-
-
-def _processes_mentioning(marker: str) -> list[int]:
-    """Pids whose command line or environment holds `marker` (our private Ray dir): the Ray processes we started."""
+def tagged_pids(tag: str) -> list[int]:
+    """Live processes whose environment carries `tag`."""
+    needle = f"{TAG_ENV}={tag}".encode()
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            if any(marker.encode() in (entry / part).read_bytes() for part in ("cmdline", "environ")):
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
                 pids.append(int(entry.name))
         except OSError:
-            continue
+            continue  # exited meanwhile, or not ours to read
     return pids
 
 
-def _stop(popen: subprocess.Popen, ray_dir: Path) -> None:
-    if popen.poll() is None:
-        os.killpg(popen.pid, signal.SIGTERM)
+def kill_tagged(tag: str) -> list[int]:
+    """SIGKILL every process whose environment carries `tag`; the pids it found."""
+    pids = tagged_pids(tag)
+    for pid in pids:
         try:
-            popen.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(popen.pid, sig)
+            os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        for pid in _processes_mentioning(str(ray_dir)):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        time.sleep(1.0)
-    popen.wait()
+    return pids
 
 
-def _wait_healthy(popen: subprocess.Popen, head_port: int, log_path: Path, timeout_s: float) -> None:
-    """Until the head server lists its servers and each of them answers HTTP."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if popen.poll() is not None:
-            raise RuntimeError(f"NeMo Gym ng_run exited with {popen.returncode}:\n{log_path.read_text()[-4000:]}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"NeMo Gym ng_run not ready after {timeout_s}s:\n{log_path.read_text()[-4000:]}")
-        try:
-            instances = httpx.get(f"http://127.0.0.1:{head_port}/server_instances", trust_env=False).json()
-            urls = [f"{instance['url']}/docs" for instance in instances]
-            if (urls and READY_MARK in log_path.read_bytes()
-                    and all(httpx.get(url, trust_env=False).status_code < 500 for url in urls)):
-                return
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            pass
-        time.sleep(1.0)
+def _term_with_parent() -> None:
+    """In the child: SIGTERM when the test process dies, even by SIGKILL (no finally block runs then)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _signal_group(popen: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(popen.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+@dataclass
+class ReferenceStack:
+    head_port: int
+    log_path: Path
+    tag: str
+
+    @property
+    def head_url(self) -> str:
+        return f"http://127.0.0.1:{self.head_port}"
+
+
+def _venv_dir(root: Path) -> Path:
+    """`DIR/<kind>/<name>/.venv` -> NeMo Gym's venv for each server, so its ng_run creates no venvs."""
+    for server_dir in SERVER_DIRS:
+        link = root / server_dir / ".venv"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(NEMO_GYM_VENV.resolve())
+    return root
 
 
 @contextmanager
-def reference_stack(workdir: Path, config_paths: Sequence[Path], servers: Sequence[str], env_yaml: dict,
-                    timeout_s: float = 300.0) -> Iterator[ReferenceStack]:
-    """NeMo Gym's `ng_run` with `config_paths` in `workdir` (which gets `env.yaml`); `servers` are the
-    '<kind>/<name>' folders it runs (for their venv links)."""
-    ng_run = reference_bin("ng_run")
+def reference_stack(workdir: Path, model_base_url: str, timeout_s: float = 420.0) -> Iterator[ReferenceStack]:
+    """NeMo Gym's `ng_run` of its example environment, its model server pointed at `model_base_url`."""
+    packages = site_packages()
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "env.yaml").write_text(yaml.safe_dump(env_yaml))
-    venv_dir = workdir / "ng_venvs"
-    _link_server_venvs(venv_dir, servers)
-    # Short, private: Ray's socket paths must stay under 107 bytes, and no other Ray cluster may be joined.
-    ray_dir = Path(tempfile.mkdtemp(prefix="ngref_ray_", dir="/tmp"))
+    (workdir / "env.yaml").write_text(yaml.safe_dump(
+        {"policy_base_url": model_base_url, "policy_api_key": "sk-compat-test", "policy_model_name": "instant"}))
+    configs = [packages / EXAMPLE_ENV / "configs" / "example_single_tool_call.yaml",
+               packages / "responses_api_models" / "vllm_model" / "configs" / "vllm_model.yaml"]
     head_port = free_port()
-    log_path = workdir / f"reference_ng_run-{head_port}.log"
-    args = [f"+config_paths=[{','.join(map(str, config_paths))}]", "+head_server.host=127.0.0.1",
-            f"+head_server.port={head_port}", "+skip_venv_if_present=true", f"+uv_venv_dir={venv_dir}"]
+    tag = uuid.uuid4().hex
+    # Ray's socket paths must stay short (108 bytes): a pytest tmp path can be too long.
+    ray_dir = Path(tempfile.mkdtemp(prefix="ngray", dir="/tmp"))
+    env = {**reference_env(tag), "RAY_TMPDIR": str(ray_dir)}
+    args = [str(NEMO_GYM_VENV / "bin" / "ng_run"), f"+config_paths=[{','.join(map(str, configs))}]",
+            "+head_server.host=127.0.0.1", f"+head_server.port={head_port}", "+skip_venv_if_present=true",
+            f"+uv_venv_dir={_venv_dir(workdir / 'venvs')}"]
+    log_path = workdir / f"nemo_gym_ng_run-{head_port}.log"
     with open(log_path, "wb") as log:
-        popen = subprocess.Popen([str(ng_run), *args], cwd=workdir, env=reference_env(ray_dir), stdout=log,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+        popen = subprocess.Popen(args, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_term_with_parent)
     try:
-        _wait_healthy(popen, head_port, log_path, timeout_s)
-        yield ReferenceStack(head_port, workdir, log_path)
+        deadline = time.monotonic() + timeout_s
+        while not READY.search(log_path.read_bytes()):
+            if popen.poll() is not None:
+                pytest.fail(f"NeMo Gym's ng_run exited with {popen.returncode}:\n{log_path.read_text()[-4000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"NeMo Gym's ng_run not ready after {timeout_s}s:\n{log_path.read_text()[-4000:]}")
+            time.sleep(0.5)
+        httpx.get(f"http://127.0.0.1:{head_port}/server_instances", trust_env=False).raise_for_status()
+        yield ReferenceStack(head_port, log_path, tag)
     finally:
+        _signal_group(popen, signal.SIGTERM)
         try:
-            _stop(popen, ray_dir)
-        finally:
-            shutil.rmtree(ray_dir, ignore_errors=True)
+            popen.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(popen, signal.SIGKILL)
+            popen.wait()
+        kill_tagged(tag)
+        shutil.rmtree(ray_dir, ignore_errors=True)
+
+
+def reference_collect(cwd: Path, head_port: int, input_path: Path, output_path: Path, *extra: str,
+                      timeout_s: float = 300.0) -> subprocess.CompletedProcess:
+    """NeMo Gym's own `ng_collect_rollouts` against the head server on `head_port`."""
+    site_packages()
+    output_path.parent.mkdir(parents=True, exist_ok=True)  # NeMo Gym does not create it
+    args = [str(NEMO_GYM_VENV / "bin" / "ng_collect_rollouts"), "+head_server.host=127.0.0.1",
+            f"+head_server.port={head_port}", f"+agent_name={AGENT}", f"+input_jsonl_fpath={input_path}",
+            f"+output_jsonl_fpath={output_path}", "+upload_rollouts_to_wandb=false", *extra]
+    tag = uuid.uuid4().hex
+    try:
+        return subprocess.run(args, cwd=cwd, env=reference_env(tag), capture_output=True, text=True,
+                              timeout=timeout_s)
+    finally:
+        kill_tagged(tag)
+
+
+def run_reference_python(code: str, cwd: Path, timeout_s: float = 120.0) -> str:
+    """stdout of `code` run by NeMo Gym's interpreter (isolated mode: this checkout cannot shadow its package)."""
+    done = subprocess.run([str(reference_python()), "-I", "-c", code], cwd=cwd, env=reference_env(),
+                          capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode:
+        pytest.fail(f"NeMo Gym's python failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return done.stdout

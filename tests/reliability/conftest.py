@@ -87,9 +87,10 @@ def reliability_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reli
 @pytest.fixture
 def faults_off(reliability_stack: ReliabilityStack) -> Iterator[ReliabilityStack]:
     """The shared stack with the proxy passing every request through (and left that way afterwards)."""
-    reliability_stack.proxy.rate = 0.0
+    proxy = reliability_stack.proxy
+    proxy.rate, proxy.plan, proxy.injected_keys = 0.0, {}, {}
     yield reliability_stack
-    reliability_stack.proxy.rate = 0.0
+    proxy.rate, proxy.plan, proxy.injected_keys = 0.0, {}, {}
 
 
 def line_count(path: Path) -> int:

@@ -15,6 +15,10 @@ SERVER = "code_exec_test"
 # Returns True; `check` wants exactly that.
 PASSING_CODE = "def solve():\n    return True\n"
 CHECK_TRUE = "def check(candidate):\n    assert candidate() is True\n"
+# Inside a sandbox, a program that waits for this file holds its slot until the test `release`s it.
+GATE = "/tmp/go"
+GATED_PASS = ("def solve():\n    import os, time\n"
+              f"    while not os.path.exists({GATE!r}):\n        time.sleep(0.01)\n    return True\n")
 
 
 @contextmanager
@@ -61,3 +65,29 @@ def sandbox_processes() -> list[psutil.Process]:
         if uids is not None and uids.real >= DEFAULT_SANDBOX_UID_BASE:
             found.append(proc)
     return found
+
+
+def running_programs(stack: Stack) -> set[int]:
+    """Pids of the programs the stack's sandboxes run now: the launcher's interpreter (`python -I -u -c ...`) runs
+    the program itself."""
+    found = set()
+    for proc in psutil.Process(stack.popen.pid).children(recursive=True):
+        try:
+            if proc.cmdline()[1:4] == ["-I", "-u", "-c"] and proc.status() != psutil.STATUS_ZOMBIE:
+                found.add(proc.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def sandbox_path(pid: int, path: str) -> Path:
+    """`path` inside the sandbox of program `pid`, as the host sees it (through /proc/<pid>/root)."""
+    return Path(f"/proc/{pid}/root{path}")
+
+
+def release(pid: int) -> None:
+    """Let the GATED program `pid` finish (one that has ended already, by its time limit, needs nothing)."""
+    try:
+        sandbox_path(pid, GATE).touch()
+    except FileNotFoundError:
+        pass

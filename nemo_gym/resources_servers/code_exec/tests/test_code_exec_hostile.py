@@ -15,7 +15,8 @@ import pytest
 
 from tests.helpers.stack import REPO_ROOT, Stack
 from nemo_gym.resources_servers.code_exec.tests.code_exec_support import (
-    SERVER, assert_still_serving, code_exec_stack, code_row, sandbox_processes, verify,
+    GATE, SERVER, assert_still_serving, code_exec_stack, code_row, release, running_programs, sandbox_path,
+    sandbox_processes, verify,
 )
 
 TIMEOUT_S = 5.0
@@ -182,28 +183,28 @@ def test_writes_outside_the_sandbox_directory_fail(stack: Stack, tmp_path: Path)
     assert_still_serving(stack)
 
 
-SECRET_WRITER = """\
+SECRET_FILE = "/tmp/problem_a/secret.txt"
+# Holds its secret file until the test releases it, and passes only if the file was still there then.
+SECRET_WRITER = f"""\
 def solve():
     import os, time
     os.makedirs('/tmp/problem_a', exist_ok=True)
-    with open('/tmp/problem_a/secret.txt', 'w') as file:
+    with open('{SECRET_FILE}', 'w') as file:
         file.write('SECRET-%s')
-    time.sleep(3.5)
-    return os.path.exists('/tmp/problem_a/secret.txt')
+    while not os.path.exists('{GATE}'):
+        time.sleep(0.01)
+    return os.path.exists('{SECRET_FILE}')
 """
 
 SECRET_READER = """\
 def solve():
-    import os, time
-    deadline = time.time() + 2.0
-    while time.time() < deadline:
-        for top in ('/tmp', '/dev', '/var', '/run', '/root', '/home', '/proc'):
-            for root, dirs, files in os.walk(top):
-                if root.count('/') > 4:
-                    dirs[:] = []
-                if 'secret.txt' in files:
-                    return open(os.path.join(root, 'secret.txt')).read()
-        time.sleep(0.2)
+    import os
+    for top in ('/tmp', '/dev', '/var', '/run', '/root', '/home', '/proc'):
+        for root, dirs, files in os.walk(top):
+            if root.count('/') > 4:
+                dirs[:] = []
+            if 'secret.txt' in files:
+                return open(os.path.join(root, 'secret.txt')).read()
     print('no secret found')
     return None
 """
@@ -212,15 +213,22 @@ def solve():
 def test_another_problems_files_are_invisible(stack: Stack) -> None:
     secret = uuid.uuid4().hex
     reader_check = "def check(candidate):\n    assert (candidate() or '').startswith('SECRET-')\n"
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(1) as pool:
         writer = pool.submit(verify, stack, code_row(SECRET_WRITER % secret))
-        time.sleep(0.5)  # the writer has its file by now, and keeps it for 3.5 s more
-        reader = pool.submit(verify, stack, code_row(SECRET_READER, test=reader_check))
-        written, read = writer.result(), reader.result()
+        # Overlap by construction: the reader runs after the writer's file exists and before the writer may end.
+        deadline = time.monotonic() + 60  # against a hang only
+        while not (pids := running_programs(stack)) or not sandbox_path(min(pids), SECRET_FILE).exists():
+            assert time.monotonic() < deadline and not writer.done(), "the writer never wrote its file"
+            time.sleep(0.05)
+        (writer_pid,) = pids
+        try:
+            read = verify(stack, code_row(SECRET_READER, test=reader_check))
+        finally:
+            release(writer_pid)
+        written = writer.result()
     _report("read another problem's files (writer)", written)
     _report("read another problem's files (reader)", read)
-    assert (written["reward"], written["outcome"]) == (1.0, "passed")
-    assert written["duration_s"] >= 3.5  # it held the file the whole time the reader looked
+    assert (written["reward"], written["outcome"]) == (1.0, "passed")  # it held the file until the reader was done
     assert (read["reward"], read["outcome"]) == (0.0, "failed")
     assert "no secret found" in read["output_tail"] and secret not in read["output_tail"]
     assert read["duration_s"] <= TIMEOUT_S
