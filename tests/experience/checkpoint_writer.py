@@ -15,7 +15,7 @@ from typing import Any, Callable, NoReturn
 
 import torch
 
-from nemo_gym.experience import collector_checkpoint
+from nemo_gym.experience.collector import checkpoint as collector_checkpoint
 
 CHECKPOINT_NAME = "collector.pt"
 
