@@ -90,8 +90,9 @@ class AsyncTrajectoryCollector:
                 max_seq_len=self.config.max_total_sequence_length,
                 max_rollout_turns=self.config.max_rollout_turns, policy_generation=policy_generation,
                 generation_config=dict(self.config.generation_config), use_nemo_gym=self.config.use_nemo_gym)
-        if hasattr(rollout_manager, "retry_by_group"):  # a test's stand-in may not have it
-            # The group attempt is the one retry budget of this path (docs/architecture.md, "Retry budget").
+        # The group attempt is the one retry budget of this path (docs/architecture.md, "Retry budget"). A rollout
+        # manager the caller brings (NeMo RL's, a test's) only has to run rollouts, and keeps its own retries.
+        if hasattr(rollout_manager, "retry_by_group"):
             rollout_manager.retry_by_group(self.config.group_timeout_s)
         self.rollout_manager = rollout_manager
 
