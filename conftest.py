@@ -6,7 +6,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.helpers.model import MODEL_NAME, VLLMServer, has_cuda, vllm_process
+from tests.helpers.model import MODEL_NAME, VLLMServer, has_cuda, restore_bundled_weights, vllm_process
 from tests.helpers.requirements import REQUIRE_ALL_VAR, MissingRequirement, require_all
 from tests.helpers.stack import REPO_ROOT
 
@@ -15,33 +15,27 @@ from tests.helpers.stack import REPO_ROOT
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
     """A real vLLM OpenAI-compatible server (CPU build) serving the bundled SmolLM2-135M-Instruct.
 
-    NEMO_GYM_TEST_VLLM_BASE_URL=http://127.0.0.1:P/v1 reuses a vLLM already serving that model (development on a
-    small machine); CI never sets it, so there the fixture always starts its own.
+    Started with weight updates on (dev-mode endpoints, bound to 127.0.0.1), so that the weight-update tests share it
+    through `vllm_weights_server` instead of paying a second cold start. NEMO_GYM_TEST_VLLM_BASE_URL=http://127.0.0.1:P/v1
+    reuses a vLLM already serving that model, started with VLLM_SERVER_DEV_MODE=1 (development on a small machine);
+    CI never sets it, so there the fixture always starts its own.
     """
     external = os.environ.get("NEMO_GYM_TEST_VLLM_BASE_URL")
     if external:
         yield VLLMServer(external.rstrip("/"), MODEL_NAME, 0.0)
         return
-    with vllm_process(None, tmp_path_factory.mktemp("vllm") / "vllm.log") as server:
+    with vllm_process(None, tmp_path_factory.mktemp("vllm") / "vllm.log", enable_weight_updates=True) as server:
         (REPO_ROOT / ".vllm_cold_start_s").write_text(f"{server.cold_start_s:.1f}\n")
         yield server
 
 
-@pytest.fixture(scope="session")
-def vllm_weights_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
-    """A second real vLLM serving the bundled model, with weight updates on (dev-mode endpoints, 127.0.0.1 only).
-
-    Its own server, so that no test of `vllm_server` ever sees weights a weight-update test pushed; a test that
-    pushes weights pushes the bundled ones back before it ends. NEMO_GYM_TEST_VLLM_WEIGHTS_BASE_URL reuses a vLLM
-    started with VLLM_SERVER_DEV_MODE=1 (development only; CI never sets it).
-    """
-    external = os.environ.get("NEMO_GYM_TEST_VLLM_WEIGHTS_BASE_URL")
-    if external:
-        yield VLLMServer(external.rstrip("/"), MODEL_NAME, 0.0)
-        return
-    with vllm_process(None, tmp_path_factory.mktemp("vllm_weights") / "vllm.log",
-                      enable_weight_updates=True) as server:
-        yield server
+@pytest.fixture(scope="module")
+def vllm_weights_server(vllm_server: VLLMServer) -> Iterator[VLLMServer]:
+    """The session's vLLM, for a module that pushes weights into it: given back serving the bundled weights as
+    version 0 (prefix cache dropped, generation resumed) whatever the module's tests did, so that no other test ever
+    sees weights a weight-update test pushed."""
+    yield vllm_server
+    restore_bundled_weights(vllm_server)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

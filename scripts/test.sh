@@ -6,8 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The tests' parts that need no .venv (NeMo Gym's reference, apt packages) install beside setup.sh's vLLM: both are
+# mostly one-core pip work. The side job leads its own process group, so that it is stopped however this ends.
+setsid bash scripts/setup_tests.sh --beside-setup &
+beside=$!
+trap 'kill -- -"$beside" 2>/dev/null || true' EXIT
 bash scripts/setup.sh        # what the main job needs
-bash scripts/setup_tests.sh  # what only the tests need
+wait "$beside"
+trap - EXIT
+bash scripts/setup_tests.sh  # what only the tests need (the rest of it)
 
 started=$(date +%s)
 set +e

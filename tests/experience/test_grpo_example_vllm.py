@@ -16,8 +16,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from examples.grpo.step_log import COLUMNS
-from nemo_gym.experience.generation import VllmHttpGeneration
-from tests.helpers.model import MODEL_DIR
+from tests.helpers.model import MODEL_DIR, restore_bundled_weights
 from tests.helpers.stack import REPO_ROOT
 
 TOKENIZER = AutoTokenizer.from_pretrained(MODEL_DIR)
@@ -32,13 +31,6 @@ def _probe(base_url: str, model: str) -> tuple[list[int], list[float]]:
         "model": model, "prompt": PROMPT, "max_tokens": 4, "temperature": 0, "logprobs": 0,
         "return_token_ids": True}).json()["choices"][0]
     return reply["token_ids"], reply["logprobs"]["token_logprobs"]
-
-
-def _restore(server: Any) -> None:
-    config = {"model_name": server.model, "max_seq_len": 2048, "pad_token_id": TOKENIZER.pad_token_id,
-              "max_new_tokens": 1}
-    with VllmHttpGeneration(config, server.base_url) as policy:
-        policy.update_weights(MODEL_DIR, 0)
 
 
 @pytest.mark.vllm
@@ -76,4 +68,4 @@ def test_the_example_trainer_runs_two_steps_and_vllm_serves_its_weights(vllm_wei
         moved = after[0] != before[0] or max(abs(a - b) for a, b in zip(after[1], before[1])) > 1e-4
         assert moved, f"vLLM's log-probs did not change: {before} vs {after}"
     finally:
-        _restore(vllm_weights_server)
+        restore_bundled_weights(vllm_weights_server)

@@ -102,6 +102,20 @@ def vllm_process(port: Optional[int], log_path: Path, timeout_s: float = 600,
         stop_process_group(popen, grace_s=30)
 
 
+def restore_bundled_weights(server: VLLMServer) -> None:
+    """Load the bundled model's own weights into `server` as version 0 (a dev-mode vLLM): what a test that pushed
+    weights does before another test may use the server. The load pauses and resumes generation and drops the
+    prefix cache (VllmHttpGeneration.update_weights)."""
+    from transformers import AutoTokenizer
+
+    from nemo_gym.experience.generation import VllmHttpGeneration
+
+    pad_token_id = AutoTokenizer.from_pretrained(MODEL_DIR).pad_token_id
+    config = {"model_name": server.model, "max_seq_len": 2048, "pad_token_id": pad_token_id, "max_new_tokens": 1}
+    with VllmHttpGeneration(config, server.base_url) as policy:
+        policy.update_weights(MODEL_DIR, 0)
+
+
 def has_cuda() -> bool:
     try:
         import torch

@@ -59,10 +59,10 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self._client: httpx.AsyncClient | None = None
 
-    def start(self) -> int:
-        """Listen on a free loopback port from a background thread; returns the port."""
+    def start(self, port: int = 0) -> int:
+        """Listen on loopback `port` (0: a free one) from a background thread; returns the port."""
         self._thread.start()
-        return asyncio.run_coroutine_threadsafe(self._listen("127.0.0.1", 0), self._loop).result(timeout=60)
+        return asyncio.run_coroutine_threadsafe(self._listen("127.0.0.1", port), self._loop).result(timeout=60)
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=60)
@@ -80,6 +80,11 @@ class FaultProxy:
 
     async def _close(self) -> None:
         self._server.close()
+        # Connections a client keeps alive are still being served: end them, or they die pending with the loop.
+        open_connections = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in open_connections:
+            task.cancel()
+        await asyncio.gather(*open_connections, return_exceptions=True)
         if self._client is not None:
             await self._client.aclose()
 
