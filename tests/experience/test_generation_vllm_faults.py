@@ -69,6 +69,16 @@ def test_bad_replies_raise_generation_error(reply: Any, status: int, expected: s
         assert stub.base_url in str(failure.value)
 
 
+@pytest.mark.parametrize("max_attempts", [1, 3])
+def test_one_attempt_per_completion_unless_asked(max_attempts: int) -> None:
+    """The caller holds the retry budget (the collector's group attempts): by default a 503 is not retried here."""
+    with LoopbackServer(answering({"error": "busy"}, 503)) as stub, \
+            VllmHttpGeneration(CONFIG, stub.base_url, max_attempts=max_attempts) as backend:
+        with pytest.raises(GenerationError, match=rf"failed after {max_attempts} attempt\(s\) \(http_5xx\)"):
+            backend.generate(make_batch([[1, 2]], pad_token_id=0))
+    assert len(stub.requests) == max_attempts
+
+
 def test_async_failure_raises_and_cancels_the_rest() -> None:
     async def slow_or_broken(path: str, body: dict[str, Any]) -> tuple[int, bytes]:
         if body["prompt"] == [9]:

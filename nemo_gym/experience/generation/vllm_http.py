@@ -39,7 +39,7 @@ from nemo_gym.experience.generation.samples import (
 from nemo_gym.experience.generation.vllm_refit import CONTROL_TIMEOUT_S, reload_replica, reset_replica_kv, server_root
 from nemo_gym.experience.generation.weight_versions import WeightVersionLog
 from nemo_gym.experience.generation.weights import check_weights_dir
-from nemo_gym.http_client import HttpClient, RequestFailed
+from nemo_gym.http_client import HttpClient, RequestFailed, RetryPolicy
 
 # Beyond an update's own timeout: the /resume and the version check that follow it, and some slack.
 _AFTER_LOAD_S = 2 * CONTROL_TIMEOUT_S + 10.0
@@ -76,6 +76,9 @@ class VllmHttpGeneration(GenerationInterface):
 
     `weight_version` is the version the replicas serve at construction. `weight_update_timeout_s` bounds a
     replica's pause + load + relabel in `update_weights` (its /resume and check get 30 s more each).
+    `max_attempts` is per completion request, 1 by default: the caller holds the retry budget (the trajectory
+    collector's `max_group_attempts`, or a trainer's own), as every server does (docs/architecture.md, "Retry
+    budget"). Raise it only where nothing above retries; it then retries connection failures, timeouts, 5xx and 429.
     """
 
     supports_async = True
@@ -91,16 +94,19 @@ class VllmHttpGeneration(GenerationInterface):
         connect_timeout_s: float = 5.0,
         weight_version: int = 0,
         weight_update_timeout_s: float = 300.0,
+        max_attempts: int = 1,
     ) -> None:
         require_config(config, ("model_name", "max_new_tokens", "max_seq_len", "pad_token_id"), "VllmHttpGeneration")
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         self.config = config
         self.base_urls = _base_url_list(base_urls)
         self._headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self._max_concurrency = max_concurrency
         self._http = HttpClient(connect_timeout_s=connect_timeout_s, read_timeout_s=request_timeout_s,
-                                max_connections=max_concurrency)
+                                max_connections=max_concurrency, retry=RetryPolicy(max_attempts=max_attempts))
         self._round_robin = itertools.count()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
