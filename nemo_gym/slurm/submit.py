@@ -42,7 +42,6 @@ from nemo_gym.slurm.templates import (
     render,
 )
 
-_OWN_KEYS = {"run_dir", "num_shards", "resume", "slurm"}
 # The job scripts set these per task; a user value would silently break sharding or resume.
 _SET_BY_JOB_SCRIPT = {
     "output_jsonl_fpath", "shard_index", "resume_from_cache", "disable_aggregation", "head_server", "log_dir",
@@ -105,6 +104,8 @@ class SubmitSettings(Settings):
     """Number of array tasks (shards); required unless resuming."""
     resume: bool = False
     """Resubmit the shards of run_dir that did not complete, then aggregate."""
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    """The jobs' resources and behaviour (`+slurm.<name>=...`)."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def parse_request(argv: list[str]) -> SubmitRequest:
     for token in argv:
         ((key, value),) = parse_overrides([token])
         top = key.split(".")[0]
-        if top in _OWN_KEYS:
+        if top in SubmitSettings.model_fields:
             OmegaConf.update(own, key, value, merge=True, force_add=True)
         elif top in _SET_BY_JOB_SCRIPT:
             raise ConfigError(f"+{key} is set by the job script for each task; leave it out")
@@ -131,16 +132,12 @@ def parse_request(argv: list[str]) -> SubmitRequest:
                 print(f"warning: +{key} is copied into the job scripts (which Slurm keeps); "
                       f"put secrets in env.yaml in the working directory instead", file=sys.stderr)
             forwarded.append(token)
-    values = OmegaConf.to_container(own)
-    own_settings = build(SubmitSettings, values)
-    slurm = values.get("slurm") or {}
-    if not isinstance(slurm, dict):
-        raise ConfigError(f"+slurm must be a mapping of +slurm.<name>=... options, got {slurm!r}")
+    own_settings = build(SubmitSettings, OmegaConf.to_container(own), unknown="error")
     return SubmitRequest(
         run_dir=Path(own_settings.run_dir).resolve(),
         num_shards=own_settings.num_shards,
         resume=own_settings.resume,
-        slurm=build(SlurmSettings, slurm, name=lambda key: f"+slurm.{key}", unknown="error"),
+        slurm=own_settings.slurm,
         forwarded=forwarded,
     )
 
@@ -367,7 +364,7 @@ def main_args(argv: list[str]) -> int:
 
 
 HELP = CommandHelp("ng_slurm_submit", __doc__, [
-    ("Own options", SubmitSettings, ""), ("Slurm options", SlurmSettings, "slurm."),
+    ("Own options (the slurm.* ones shape the jobs)", SubmitSettings, ""),
     ("Forwarded to ng_run and ng_collect_rollouts on each task (with all of their options)", LoaderSettings, "")])
 
 
