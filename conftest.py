@@ -15,10 +15,11 @@ from tests.helpers.stack import REPO_ROOT
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
     """A real vLLM OpenAI-compatible server (CPU build) serving the bundled SmolLM2-135M-Instruct.
 
-    Started with weight updates on (dev-mode endpoints, bound to 127.0.0.1), so that the weight-update tests share it
-    through `vllm_weights_server` instead of paying a second cold start. NEMO_GYM_TEST_VLLM_BASE_URL=http://127.0.0.1:P/v1
-    reuses a vLLM already serving that model, started with VLLM_SERVER_DEV_MODE=1 (development on a small machine);
-    CI never sets it, so there the fixture always starts its own.
+    Started with weight updates on (dev-mode endpoints, bound to 127.0.0.1), so that the weight-update tests share
+    it through `vllm_weights_server` instead of paying a second cold start.
+    NEMO_GYM_TEST_VLLM_BASE_URL=http://127.0.0.1:P/v1 reuses a vLLM already serving that model, started with
+    VLLM_SERVER_DEV_MODE=1 (development on a small machine); CI never sets it, so there the fixture always starts
+    its own.
     """
     external = os.environ.get("NEMO_GYM_TEST_VLLM_BASE_URL")
     if external:

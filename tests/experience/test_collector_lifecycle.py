@@ -10,6 +10,7 @@ import torch
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
 from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
+from nemo_gym.experience.collector.rollout_runner import GroupRetrier, RolloutRunner
 from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.errors import (
     CollectorCheckpointError,
@@ -17,6 +18,7 @@ from nemo_gym.experience.errors import (
     CollectorShutdownError,
     DataExhaustedError,
 )
+from nemo_gym.experience.rollout_manager import RolloutManager
 from tests.experience.collector_fakes import (
     ScriptedRolloutManager,
     collector_threads,
@@ -75,6 +77,16 @@ def test_the_rollout_manager_is_built_from_the_master_config_when_not_given(monk
     assert built == {"tokenizer": tokenizer, "task_to_env": envs, "num_generations_per_prompt": 2,
                      "max_seq_len": 512, "max_rollout_turns": 3, "policy_generation": policy,
                      "generation_config": {"max_new_tokens": 16}, "use_nemo_gym": True}
+
+
+def test_a_rollout_manager_without_run_rollout_is_refused_and_ours_takes_the_group_budget() -> None:
+    class NotAManager:
+        def generate(self) -> None: ...
+
+    with pytest.raises(TypeError, match="rollout_manager needs an async run_rollout.*NotAManager has none"):
+        AsyncTrajectoryCollector(None, None, {}, master_config(2, 1), ReplayBuffer(8), rollout_manager=NotAManager())
+    assert issubclass(ScriptedRolloutManager, RolloutRunner) and not issubclass(ScriptedRolloutManager, GroupRetrier)
+    assert issubclass(RolloutManager, RolloutRunner) and issubclass(RolloutManager, GroupRetrier)
 
 
 def test_columnar_batched_data_dict_batches_are_collected() -> None:

@@ -28,7 +28,8 @@ KILL_AFTER = 8  # rollouts on disk when vLLM is killed
 
 
 @pytest.mark.timeout(1800)
-def test_vllm_killed_mid_run_then_back_and_resumed_gives_every_key_once(tmp_path: Path, vllm_server: VLLMServer) -> None:
+def test_vllm_killed_mid_run_then_back_and_resumed_gives_every_key_once(tmp_path: Path,
+                                                                        vllm_server: VLLMServer) -> None:
     port = free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     out = tmp_path / "out" / "math.jsonl"

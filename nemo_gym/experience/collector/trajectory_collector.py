@@ -33,6 +33,7 @@ from nemo_gym.experience.collector.config import MasterConfig, parse_master_conf
 from nemo_gym.experience.collector.metrics import CollectorMetrics, FailedPromptGroup
 from nemo_gym.experience.collector.prompt_source import PendingPrompt, PromptSource, StatefulLoader
 from nemo_gym.experience.collector.replay_buffer import BufferedGroup, ReplayBuffer
+from nemo_gym.experience.collector.rollout_runner import GroupRetrier, RolloutRunner
 from nemo_gym.experience.errors import (
     CollectionStoppedError,
     CollectionTimeoutError,
@@ -64,7 +65,7 @@ class AsyncTrajectoryCollector:
 
     def __init__(self, policy_generation: Any, tokenizer: Any, task_to_env: Mapping[str, Any],
                  master_config: MasterConfig, replay_buffer: ReplayBuffer, start_step: int = 0, *,
-                 rollout_manager: Any = None) -> None:
+                 rollout_manager: Optional[RolloutRunner] = None) -> None:
         self.config = parse_master_config(master_config)
         if replay_buffer.max_size < self.config.min_buffer_size:
             raise ValueError(
@@ -90,9 +91,11 @@ class AsyncTrajectoryCollector:
                 max_seq_len=self.config.max_total_sequence_length,
                 max_rollout_turns=self.config.max_rollout_turns, policy_generation=policy_generation,
                 generation_config=dict(self.config.generation_config), use_nemo_gym=self.config.use_nemo_gym)
-        # The group attempt is the one retry budget of this path (docs/architecture.md, "Retry budget"). A rollout
-        # manager the caller brings (NeMo RL's, a test's) only has to run rollouts, and keeps its own retries.
-        if hasattr(rollout_manager, "retry_by_group"):
+        elif not isinstance(rollout_manager, RolloutRunner):
+            raise TypeError(f"rollout_manager needs an async run_rollout(datum): "
+                            f"{type(rollout_manager).__name__} has none")
+        # The group attempt is the one retry budget of this path (docs/architecture.md, "Retry budget").
+        if isinstance(rollout_manager, GroupRetrier):
             rollout_manager.retry_by_group(self.config.group_timeout_s)
         self.rollout_manager = rollout_manager
 
