@@ -33,6 +33,8 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "benchmark_runs": ("real vLLM: arithmetic and humaneval rewards, collection time", True),
     "grpo_learning": ("real vLLM + the example GRPO trainer: held-out arithmetic reward before and after N steps, "
                       "weight push cost", True),
+    "grpo_async_vs_sync": ("real vLLM + the example GRPO trainer: asynchronous vs synchronous per-step time, vLLM and "
+                           "trainer on cores of their own (and synchronous on shared cores), idle shares", False),
 }
 
 

@@ -18,18 +18,15 @@ import argparse
 import asyncio
 import statistics
 import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-import httpx
 from transformers import AutoTokenizer
 
 from benchmarks.perf.experience import math_datums
 from benchmarks.perf.results import Recorder, load_average, recording
-from benchmarks.perf.vllm_server import MODEL_DIR, MODEL_NAME, vllm_server
+from benchmarks.perf.vllm_server import MODEL_DIR, MODEL_NAME, IdleMonitor, vllm_server
 from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
 from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
 from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
@@ -41,41 +38,6 @@ from nemo_gym.experience.turns.chat_template import ChatTemplate
 MAX_SEQ_LEN = 2048
 # The first checks import sympy in the verifier workers; on a loaded shared machine that alone can pass 30 s.
 VERIFY_TIMEOUT_S = 300.0
-POLL_S = 0.05
-
-
-class IdleMonitor:
-    """Polls vLLM's `vllm:num_requests_running` gauge; `idle_fraction` = share of polls with nothing running."""
-
-    def __init__(self, base_url: str) -> None:
-        self.url = f"{base_url.removesuffix('/v1')}/metrics"
-        self.samples: list[bool] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _running(self, client: httpx.Client) -> float:
-        for line in client.get(self.url).text.splitlines():
-            if line.startswith("vllm:num_requests_running"):
-                return float(line.rsplit(" ", 1)[1])
-        raise RuntimeError(f"{self.url} has no vllm:num_requests_running gauge")
-
-    def _run(self) -> None:
-        with httpx.Client(trust_env=False, timeout=5) as client:
-            while not self._stop.wait(POLL_S):
-                self.samples.append(self._running(client) == 0)
-
-    @contextmanager
-    def watching(self) -> Iterator["IdleMonitor"]:
-        self._thread.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            self._thread.join()
-
-    @property
-    def idle_fraction(self) -> float:
-        return round(sum(self.samples) / len(self.samples), 3) if self.samples else float("nan")
 
 
 def generate_step(manager: RolloutManager, prompts: list[dict[str, Any]]) -> float:

@@ -23,6 +23,7 @@ class StepRecord:
     grad_norm: float
     generated_tokens: int
     weight_version: int  # what vLLM serves after the push
+    ended_at: float  # Unix time at the end of the step: lines the steps up with what other processes saw
 
 
 COLUMNS = [f.name for f in fields(StepRecord)]

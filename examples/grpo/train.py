@@ -3,10 +3,13 @@
     python -m examples.grpo.train --task math --steps 20            # native MathEnvironment, starts its own vLLM
     python -m examples.grpo.train --task number_guess --agents      # the number-guessing game through the agents
     python -m examples.grpo.train --vllm-url http://127.0.0.1:8000/v1 ...   # a vLLM started with VLLM_SERVER_DEV_MODE=1
+    python -m examples.grpo.train --task math --synchronous         # generate, then train, then push: no overlap
 
 Each step: take the step's prompt groups from the replay buffer, compute group-normalized advantages and NeMo RL's
 clipped token-level loss on the completions' own token ids, step AdamW, write the weights, load them into vLLM,
-tell the collector the new weight version, carry on. Held-out rows (the last --eval-rows of the file, never
+tell the collector the new weight version, carry on. With --synchronous there is no collector: each step first
+generates its groups on the weights just pushed, so generation and training never overlap (the baseline that
+asynchronous GRPO is measured against). Held-out rows (the last --eval-rows of the file, never
 trained on) are scored before and after, greedily and sampled. Per step: OUT/steps.csv and W&B (offline unless
 WANDB_MODE is set); OUT/summary.json at the end.
 """
@@ -22,7 +25,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Protocol
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
@@ -39,7 +42,7 @@ from nemo_gym.experience.environments.number_guess import NumberGuessEnvironment
 from nemo_gym.experience.generation import VllmHttpGeneration
 from nemo_gym.experience.generation.weights import write_weights
 from nemo_gym.experience.grpo import grpo_step, training_batch
-from nemo_gym.experience.interfaces import DatumSpec
+from nemo_gym.experience.interfaces import DatumSpec, PromptGroupRecord
 from nemo_gym.experience.rollout_manager import RolloutManager
 from nemo_gym.experience.turns.chat_template import ChatTemplate
 from nemo_gym.jsonl_records import iter_records
@@ -69,6 +72,7 @@ class GRPOConfig:
     temperature: float = 1.0
     learning_rate: float = 5e-6
     max_trajectory_age: int = 1
+    synchronous: bool = False  # no collector: generate each step's groups after the previous push (age 0)
     micro_batch_size: int = 8
     seed: int = 0
     model: Path = REPO_ROOT / "models" / "SmolLM2-135M-Instruct"
@@ -115,12 +119,16 @@ def trainable_model(path: Path) -> PreTrainedModel:
     return model.eval()
 
 
-def mean_reward(manager: RolloutManager, datums: list[DatumSpec]) -> float:
-    async def all_groups() -> list[float]:
-        records = await asyncio.gather(*(manager.run_rollout(d) for d in datums))
-        return [reward for record in records for reward in record.rewards]
+def run_groups(manager: RolloutManager, datums: list[DatumSpec]) -> list[PromptGroupRecord]:
+    """One prompt group per datum, all generating at once."""
+    async def all_groups() -> list[PromptGroupRecord]:
+        return list(await asyncio.gather(*(manager.run_rollout(d) for d in datums)))
 
-    rewards = asyncio.run(all_groups())
+    return asyncio.run(all_groups())
+
+
+def mean_reward(manager: RolloutManager, datums: list[DatumSpec]) -> float:
+    rewards = [reward for record in run_groups(manager, datums) for reward in record.rewards]
     return sum(rewards) / len(rewards)
 
 
@@ -162,44 +170,110 @@ def push_weights(model: PreTrainedModel, policy: VllmHttpGeneration, weights_roo
             shutil.rmtree(old)
 
 
+class StepGroups(Protocol):
+    """Where a step's prompt groups come from, and what it does around a weight push."""
+
+    def sample(self, step: int) -> tuple[list[PromptGroupRecord], float]:
+        """The groups step `step` trains on, and their mean trajectory age."""
+
+    def prepare_for_refit(self) -> None: ...
+
+    def after_push(self, version: int) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+class CollectedGroups:
+    """Asynchronous GRPO: the collector generates ahead, on weights at most `max_trajectory_age` versions old."""
+
+    def __init__(self, config: GRPOConfig, policy: VllmHttpGeneration, rollouts: Rollouts,
+                 train_datums: list[DatumSpec]) -> None:
+        self.config = config
+        age = config.max_trajectory_age
+        self.buffer = ReplayBuffer(max_size=config.prompts_per_step * (age + 1) * 2)
+        self.collector = AsyncTrajectoryCollector(
+            policy, rollouts.tokenizer, rollouts.envs, collector_config(config), self.buffer,
+            rollout_manager=rollouts.manager(config.generations_per_prompt, False))
+        self.collector.start_collection(StatefulPromptLoader(train_datums, batch_size=config.prompts_per_step,
+                                                             seed=config.seed))
+
+    def sample(self, step: int) -> tuple[list[PromptGroupRecord], float]:
+        sampled = self.buffer.sample_blocking(self.config.prompts_per_step, step, self.config.max_trajectory_age,
+                                              timeout_s=self.config.sample_timeout_s)
+        return sampled["trajectories"], float(sampled["avg_trajectory_age"])
+
+    def prepare_for_refit(self) -> None:
+        self.collector.prepare_for_refit(timeout_s=self.config.sample_timeout_s)
+
+    def after_push(self, version: int) -> None:
+        self.collector.set_weight_version(version)
+        self.collector.resume_after_refit()
+
+    def shutdown(self) -> None:
+        self.collector.shutdown()
+
+
+class SynchronousGroups:
+    """Synchronous GRPO: each step's groups are generated when the step asks, on the weights the previous step
+    pushed (age 0), and nothing generates while the trainer trains. A failed group fails the run (the rollout
+    manager's own retries are the budget: there is no collector to retry groups)."""
+
+    def __init__(self, config: GRPOConfig, rollouts: Rollouts, train_datums: list[DatumSpec]) -> None:
+        self.manager = rollouts.manager(config.generations_per_prompt, False)
+        self.batches = self._every_epoch(StatefulPromptLoader(train_datums, batch_size=config.prompts_per_step,
+                                                              seed=config.seed, drop_last=True))
+
+    @staticmethod
+    def _every_epoch(loader: StatefulPromptLoader) -> Iterator[list[DatumSpec]]:
+        while True:
+            yield from loader  # each pass is the loader's next epoch (load_datums guarantees a full batch)
+
+    def sample(self, step: int) -> tuple[list[PromptGroupRecord], float]:
+        return run_groups(self.manager, next(self.batches)), 0.0
+
+    def prepare_for_refit(self) -> None:
+        pass  # nothing is generating
+
+    def after_push(self, version: int) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+
 def train(config: GRPOConfig, model: PreTrainedModel, policy: VllmHttpGeneration, rollouts: Rollouts,
           train_datums: list[DatumSpec], log: StepLog) -> list[StepRecord]:
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate)
-    age = config.max_trajectory_age
-    buffer = ReplayBuffer(max_size=config.prompts_per_step * (age + 1) * 2)
-    collector = AsyncTrajectoryCollector(policy, rollouts.tokenizer, rollouts.envs, collector_config(config), buffer,
-                                         rollout_manager=rollouts.manager(config.generations_per_prompt, False))
-    collector.start_collection(StatefulPromptLoader(train_datums, batch_size=config.prompts_per_step,
-                                                    seed=config.seed))
+    source: StepGroups = (SynchronousGroups(config, rollouts, train_datums) if config.synchronous
+                          else CollectedGroups(config, policy, rollouts, train_datums))
     records = []
     try:
         for step in range(config.steps):
             started = time.perf_counter()
-            sampled = buffer.sample_blocking(config.prompts_per_step, step, age, timeout_s=config.sample_timeout_s)
+            groups, age = source.sample(step)
             waited = time.perf_counter()
-            batch = training_batch(sampled["trajectories"], rollouts.tokenizer.pad_token_id)
+            batch = training_batch(groups, rollouts.tokenizer.pad_token_id)
             metrics = grpo_step(model, optimizer, batch, config.micro_batch_size)
             trained = time.perf_counter()
-            collector.prepare_for_refit(timeout_s=config.sample_timeout_s)
+            source.prepare_for_refit()
             refit_ready = time.perf_counter()
             push_weights(model, policy, config.out_dir / "weights", step + 1)
-            collector.set_weight_version(step + 1)
-            collector.resume_after_refit()
+            source.after_push(step + 1)
             pushed = time.perf_counter()
             record = StepRecord(
                 step=step, reward=float(batch.rewards.mean()), token_mult_prob_error=metrics.token_mult_prob_error,
-                trajectory_age=float(sampled["avg_trajectory_age"]), wait_s=waited - started,
+                trajectory_age=age, wait_s=waited - started,
                 train_s=trained - waited, refit_wait_s=refit_ready - trained, push_s=pushed - refit_ready,
                 loss=metrics.loss, probs_ratio=metrics.probs_ratio, clipped_fraction=metrics.clipped_fraction,
                 grad_norm=metrics.grad_norm, generated_tokens=metrics.generated_tokens,
-                weight_version=policy.weight_version)
+                weight_version=policy.weight_version, ended_at=time.time())
             log.write(record)
             records.append(record)
             print(f"step {step}: reward {record.reward:.3f}, token_mult_prob_error {record.token_mult_prob_error:.4f},"
                   f" age {record.trajectory_age:.2f}, wait {record.wait_s:.1f}s, train {record.train_s:.1f}s, "
                   f"push {record.push_s:.1f}s", flush=True)
     finally:
-        collector.shutdown()
+        source.shutdown()
     return records
 
 
@@ -287,6 +361,8 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
     parser.add_argument("--lr", type=float, default=defaults.learning_rate)
     parser.add_argument("--max-age", type=int, default=defaults.max_trajectory_age,
                         help="max trajectory age in steps (asynchronous GRPO)")
+    parser.add_argument("--synchronous", action="store_true",
+                        help="no collector: generate each step's groups after the previous push, then train")
     parser.add_argument("--micro-batch-size", type=int, default=defaults.micro_batch_size)
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--model", type=Path, default=defaults.model)
@@ -299,7 +375,8 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
                       steps=args.steps, prompts_per_step=args.prompts_per_step,
                       generations_per_prompt=args.generations, max_new_tokens=args.max_new_tokens,
                       max_turns=args.max_turns, temperature=args.temperature, learning_rate=args.lr,
-                      max_trajectory_age=args.max_age, micro_batch_size=args.micro_batch_size, seed=args.seed,
+                      max_trajectory_age=args.max_age, synchronous=args.synchronous,
+                      micro_batch_size=args.micro_batch_size, seed=args.seed,
                       model=args.model, vllm_url=args.vllm_url, out_dir=args.out, wandb=not args.no_wandb)
 
 

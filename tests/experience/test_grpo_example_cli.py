@@ -29,11 +29,11 @@ def test_the_documented_commands_parse() -> None:
 
 def test_the_flags_reach_the_config() -> None:
     config = train.parse_args(["--task", "number_guess", "--agents", "--steps", "3", "--generations", "6",
-                               "--max-age", "2", "--lr", "1e-5", "--eval-rows", "5", "--no-wandb"])
+                               "--max-age", "2", "--lr", "1e-5", "--eval-rows", "5", "--no-wandb", "--synchronous"])
     assert (config.task, config.use_nemo_gym, config.steps, config.generations_per_prompt,
-            config.max_trajectory_age, config.learning_rate, config.eval_rows, config.wandb) == (
-        "number_guess", True, 3, 6, 2, 1e-5, 5, False)
-    assert config.turns == 8 and train.parse_args([]).turns == 1
+            config.max_trajectory_age, config.learning_rate, config.eval_rows, config.wandb, config.synchronous) == (
+        "number_guess", True, 3, 6, 2, 1e-5, 5, False, True)
+    assert config.turns == 8 and train.parse_args([]).turns == 1 and not train.parse_args([]).synchronous
 
 
 @pytest.mark.parametrize("eval_rows", [0, 48])
