@@ -7,14 +7,17 @@ bootstrap interval, failure rates), and then lets each environment add its own: 
 gets the library's `agent_metrics`; only an environment that overrides a row hook answers `needs_rows` and then
 gets the compact rows too (keys and scalar fields, no transcripts), as one request body streamed from a second pass
 over the files. The environment's answer is merged over the library's numbers.
+
+ng_aggregate_rollouts merges shards in that same pass (`merge_into`): each kept line is written to the merged file
+as the metrics read it, so the shards are indexed, sorted and read once, as one file of the same rows would be.
 """
 
-import os
 import sys
 from collections import Counter, defaultdict
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
@@ -31,7 +34,7 @@ from nemo_gym.run_files.failures import FailureRecord, latest_failures, write_fa
 from nemo_gym.run_files.key_order import ReadStats, iter_unique_lines
 from nemo_gym.run_files.metrics_file import writing_metrics
 from nemo_gym.run_files.paths import RunPaths, report_path
-from nemo_gym.run_files.rows import row_key
+from nemo_gym.run_files.rows import replacing_lines, row_key
 from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX
 from nemo_gym.server.client import ServerClient
 
@@ -95,25 +98,33 @@ def _merged_groups(library: AgentMetrics, answer_groups: Any) -> Iterator[dict[s
 
 
 @dataclass
+class MergeStats:
+    rows: int = 0
+    duplicates: int = 0
+    failures: int = 0  # failures still outstanding after the merge (their keys succeeded in no shard)
+
+
+@dataclass
 class AggregateResult:
     path: Path
     summaries: list[dict[str, Any]]  # per agent: agent_ref, agent_metrics, key_metrics (no per-task metrics)
     report_path: Path
     rows: int
     duplicates: int
+    merged: MergeStats | None = None  # with `merge_into`: what the merge wrote
 
 
 def _failures_of(files: Sequence[Path]) -> dict[tuple[int, int], FailureRecord]:
     return latest_failures(RunPaths(path).failures for path in files)
 
 
-def _read_rows(files: Sequence[Path], stats: ReadStats, failures: dict[tuple[int, int], FailureRecord],
+def _read_rows(lines: Iterable[bytes], failures: dict[tuple[int, int], FailureRecord],
                accumulators: dict[str, AgentAccumulator], work_dir: Path) -> None:
     """One pass over the rows into one accumulator per agent; failures that later succeeded are forgotten."""
     failed_by_task: dict[str, Counter] = defaultdict(Counter)  # per agent; a task's count is final after its rows
     for record in failures.values():
         failed_by_task[record.agent][record.task] += 1
-    for line in iter_unique_lines(files, stats, work_dir):
+    for line in lines:
         row = orjson.loads(line)
         agent = _agent_of(row, line)
         accumulator = accumulators.get(agent)
@@ -125,20 +136,58 @@ def _read_rows(files: Sequence[Path], stats: ReadStats, failures: dict[tuple[int
             failed_by_task[failure.agent][row[TASK_INDEX]] -= 1
 
 
+def _copied(lines: Iterable[bytes], write: Callable[[bytes], object]) -> Iterator[bytes]:
+    for line in lines:
+        write(line)
+        yield line
+
+
+def _warn_duplicates(stats: ReadStats) -> None:
+    if stats.duplicates:
+        print(f"warning: dropped {stats.duplicates} duplicate rollouts (identical copies of one key) found in "
+              f"{', '.join(sorted(stats.duplicate_files))}", file=sys.stderr, flush=True)
+
+
+def _merged(dest: Path, stats: ReadStats, failures: dict[tuple[int, int], FailureRecord]) -> MergeStats:
+    """Finish a merge whose rows are in `dest`: the failures still outstanding go to its sidecar."""
+    write_failures(RunPaths(dest).failures, failures)
+    _warn_duplicates(stats)
+    return MergeStats(stats.rows, stats.duplicates, len(failures))
+
+
+def _first_pass(files: Sequence[Path], stats: ReadStats, failures: dict[tuple[int, int], FailureRecord],
+                accumulators: dict[str, AgentAccumulator], work_dir: Path, merge_into: Path | None
+                ) -> MergeStats | None:
+    """`_read_rows` over the rows of `files`; with `merge_into`, each kept line is written there on the way."""
+    # Closed here, not when collected, so that a pass stopped by bad input removes its key index at once.
+    with closing(iter_unique_lines(files, stats, work_dir)) as lines:
+        if merge_into is None:
+            _read_rows(lines, failures, accumulators, work_dir)
+            return None
+        with replacing_lines(merge_into) as write:
+            _read_rows(_copied(lines, write), failures, accumulators, work_dir)
+    return _merged(merge_into, stats, failures)
+
+
 async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers: ServerClient,
-                             http_timeout_s: float = AGGREGATE_TIMEOUT_S) -> AggregateResult:
-    """Metrics over the rollouts of `files` (and their failures sidecars) into `metrics_path` and its report."""
+                             http_timeout_s: float = AGGREGATE_TIMEOUT_S,
+                             merge_into: Path | None = None) -> AggregateResult:
+    """Metrics over the rollouts of `files` (and their failures sidecars) into `metrics_path` and its report.
+
+    With `merge_into`, the same pass writes what `merge_shards(files, merge_into)` writes, and the metrics and report
+    are those of that merged file, byte for byte as when it was merged first and then aggregated."""
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
     stats = ReadStats()
     failures = _failures_of(files)
     accumulators: dict[str, AgentAccumulator] = {}
     try:
-        _read_rows(files, stats, failures, accumulators, metrics_path.parent)
+        merged = _first_pass(files, stats, failures, accumulators, metrics_path.parent, merge_into)
+        if merge_into is not None:
+            # From here on, the merged file's view: its one file, no duplicates in it, its sidecar's key order.
+            files, stats, failures = [merge_into], ReadStats(rows=stats.rows), dict(sorted(failures.items()))
         if not accumulators:
             raise NemoGymError(f"no rollouts to aggregate in {', '.join(map(str, files))}")
-        if stats.duplicates:
-            print(f"warning: dropped {stats.duplicates} duplicate rollouts (identical copies of one key) found in "
-                  f"{', '.join(sorted(stats.duplicate_files))}", file=sys.stderr, flush=True)
+        _warn_duplicates(stats)
         failed_by_agent: dict[str, Counter] = defaultdict(Counter)
         for record in failures.values():
             failed_by_agent[record.agent][record.failure_class] += 1
@@ -174,14 +223,7 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
         notes.append(f"{stats.duplicates} duplicate rollouts (identical copies) dropped")
     report = write_report(report_path(metrics_path), reports, metrics_path.name, notes,
                           [str(Path(f).resolve()) for f in files])
-    return AggregateResult(metrics_path, summaries, report, stats.rows, stats.duplicates)
-
-
-@dataclass
-class MergeStats:
-    rows: int = 0
-    duplicates: int = 0
-    failures: int = 0  # failures still outstanding after the merge (their keys succeeded in no shard)
+    return AggregateResult(metrics_path, summaries, report, stats.rows, stats.duplicates, merged)
 
 
 def merge_shards(files: Sequence[Path], dest: Path) -> MergeStats:
@@ -191,17 +233,8 @@ def merge_shards(files: Sequence[Path], dest: Path) -> MergeStats:
     """
     read = ReadStats()
     failures = _failures_of(files)
-    tmp = dest.with_name(dest.name + ".tmp")
-    try:
-        with open(tmp, "wb", buffering=1 << 20) as out:
-            for line in iter_unique_lines(files, read, dest.parent):
-                out.write(line)
-                failures.pop(row_key(line), None)
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-    write_failures(RunPaths(dest).failures, failures)
-    if read.duplicates:
-        print(f"warning: dropped {read.duplicates} duplicate rollouts (identical copies of one key) found in "
-              f"{', '.join(sorted(read.duplicate_files))}", file=sys.stderr, flush=True)
-    return MergeStats(read.rows, read.duplicates, len(failures))
+    with replacing_lines(dest) as write:
+        for line in iter_unique_lines(files, read, dest.parent):
+            write(line)
+            failures.pop(row_key(line), None)
+    return _merged(dest, read, failures)

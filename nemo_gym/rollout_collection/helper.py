@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from nemo_gym.config.global_settings import head_server
 from nemo_gym.errors import NemoGymError
 from nemo_gym.http_client import NO_RETRY, HttpClient
-from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, merge_shards
+from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
 from nemo_gym.rollout_collection.collect import CollectionSummary, collect_rollouts
 from nemo_gym.rollout_collection.config import (
     RolloutAggregationConfig,
@@ -115,25 +115,25 @@ def _input_files(config: RolloutAggregationConfig) -> list[Path]:
 
 
 class RolloutAggregationHelper:
-    """What ng_aggregate_rollouts does: merge shards (with `merge_shards`) and compute metrics over their union."""
+    """What ng_aggregate_rollouts does: merge shards and compute metrics over their union, in one pass."""
 
     async def run_from_config(self, config: RolloutAggregationConfig) -> Path:
         """Returns the `<stem>_aggregate_metrics.json` path (the report is next to it)."""
         files = _input_files(config)
         _say(f"aggregating {len(files)} file(s): {', '.join(map(str, files))}")
+        output = None
         if config.merge_shards:
             output = Path(config.output_jsonl_fpath)
             output.parent.mkdir(parents=True, exist_ok=True)
-            stats = await asyncio.to_thread(merge_shards, files, output)  # file work: keep the event loop free
-            dropped = f"; dropped {stats.duplicates} duplicate rollouts" if stats.duplicates else ""
-            failed = f"; {stats.failures} outstanding failures" if stats.failures else ""
-            _say(f"merged {stats.rows} rollouts into {output}{dropped}{failed}")
-            files = [output]
         http = HttpClient(retry=NO_RETRY)
         try:
             result = await aggregate_rollouts(files, config.aggregate_metrics_fpath,
-                                              ServerClient(config.head_server_url, http))
+                                              ServerClient(config.head_server_url, http), merge_into=output)
         finally:
             await http.aclose()
+        if result.merged is not None:
+            dropped = f"; dropped {result.merged.duplicates} duplicate rollouts" if result.merged.duplicates else ""
+            failed = f"; {result.merged.failures} outstanding failures" if result.merged.failures else ""
+            _say(f"merged {result.merged.rows} rollouts into {output}{dropped}{failed}")
         _say(f"metrics: {result.path}\nreport: {result.report_path}")
         return result.path

@@ -1,12 +1,14 @@
-"""Lines of a run's JSONL files, and the key of a rollout line.
+"""Lines of a run's JSONL files, read or written whole, and the key of a rollout line.
 
 A rollout is identified by (task index, rollout index): the row fields `run_format.TASK_INDEX` and
 `ROLLOUT_INDEX`. Our writers put the two keys first (`keyed`), so reading a key needs no full JSON parse.
 """
 
+import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import orjson
 
@@ -52,6 +54,19 @@ def iter_lines(path: Path, missing_ok: bool = False) -> Iterator[tuple[int, int,
             if not line.isspace():
                 yield line_no, offset, line
             offset += len(line)
+
+
+@contextmanager
+def replacing_lines(dest: Path) -> Iterator[Callable[[bytes], object]]:
+    """A writer of `dest`'s lines: `dest` is replaced (atomically) when the block ends without an error, so a write
+    stopped half way leaves `dest` as it was."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    try:
+        with open(tmp, "wb", buffering=1 << 20) as out:
+            yield out.write
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def count_rows(path: Path, limit: int | None = None) -> int:
