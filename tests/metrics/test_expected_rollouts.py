@@ -7,7 +7,7 @@ import orjson
 
 from nemo_gym.metrics import iter_groups
 from nemo_gym.rollout_collection.aggregate import _failures_of, _read_rows
-from nemo_gym.run_files.key_order import ReadStats
+from nemo_gym.run_files.key_order import ReadStats, iter_unique_lines
 from nemo_gym.run_files.paths import RunPaths
 
 
@@ -27,7 +27,7 @@ def test_missing_rollouts_are_the_outstanding_failures_of_the_task(tmp_path: Pat
                                          _row(1, 2, failure_class="connect"), _row(2, 1, agent="b", failure_class="x")])
     failures = _failures_of([shard_a, shard_b])
     accumulators: dict = {}
-    _read_rows([shard_a, shard_b], ReadStats(), failures, accumulators, tmp_path)
+    _read_rows(iter_unique_lines([shard_a, shard_b], ReadStats(), tmp_path), failures, accumulators, tmp_path)
     groups = {agent: {g["_ng_task_index"]: g for g in iter_groups(acc.finish().groups_path)}
               for agent, acc in accumulators.items()}
     try:
