@@ -11,24 +11,12 @@ from typing import Any
 import orjson
 import pytest
 
-from nemo_gym.compat.head_detect import NATIVE
 from nemo_gym.errors import InputDataError
 from nemo_gym.http_client import NO_RETRY, HttpClient
 from nemo_gym.rollout_collection import AggregateResult, aggregate_rollouts, merge_shards
 from nemo_gym.run_files.paths import report_path
+from nemo_gym.server.client import ServerClient
 from tests.compat.threaded import json_app, serving
-
-
-class _Servers:
-    """The head server lookup, answered by one stand-in environment for every agent."""
-
-    head_kind = NATIVE
-
-    def __init__(self, url: str, http: HttpClient) -> None:
-        self._url, self.http = url, http
-
-    async def url(self, name: str) -> str:
-        return self._url
 
 
 def _row(task: int, rollout: int, agent: str, rng: random.Random) -> dict[str, Any]:
@@ -74,11 +62,11 @@ def _answer(body: dict[str, Any]) -> dict[str, Any]:
             "group_level_metrics": [{"_ng_task_index": task, "seen": True} for task in tasks]}
 
 
-def _aggregate(url: str, files: list[Path], metrics: Path, merge_into: Path | None = None) -> AggregateResult:
+def _aggregate(head_url: str, files: list[Path], metrics: Path, merge_into: Path | None = None) -> AggregateResult:
     async def run() -> AggregateResult:
         http = HttpClient(retry=NO_RETRY)
         try:
-            return await aggregate_rollouts(files, metrics, _Servers(url, http), merge_into=merge_into)
+            return await aggregate_rollouts(files, metrics, ServerClient(head_url, http), merge_into=merge_into)
         finally:
             await http.aclose()
 
@@ -97,7 +85,8 @@ def test_one_pass_writes_what_merging_then_aggregating_wrote(tmp_path: Path, run
     merged, metrics = out / "merged.jsonl", out / "merged_aggregate_metrics.json"
     outputs = [merged, out / "merged_failures.jsonl", metrics, report_path(metrics)]
     posted: list[Any] = []
-    with serving(json_app({"/aggregate_metrics": _answer}, posted)) as url:
+    with serving(json_app({"/aggregate_metrics": _answer}, posted)) as agent_url, \
+            serving(json_app({"/servers": {"servers": [{"name": name, "url": agent_url} for name in "ab"]}})) as url:
         stats = merge_shards(shards, merged)
         two_passes = _aggregate(url, [merged], metrics)
         before, bodies = [path.read_bytes() for path in outputs], posted[:]
