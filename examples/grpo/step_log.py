@@ -24,6 +24,7 @@ class StepRecord:
     generated_tokens: int
     weight_version: int  # what vLLM serves after the push
     ended_at: float  # Unix time at the end of the step: lines the steps up with what other processes saw
+    elapsed_s: float  # seconds since the run started (servers and evaluation included), at the end of the step
 
 
 COLUMNS = [f.name for f in fields(StepRecord)]

@@ -80,6 +80,8 @@ class GRPOConfig:
     out_dir: Path = Path("grpo_out")
     wandb: bool = True
     sample_timeout_s: float = 1800.0
+    max_wall_s: Optional[float] = None  # stop training after the step that ends past this many seconds of the run
+    evaluate: bool = True  # score the held-out rows before and after (a caller with its own evaluator skips it)
 
     @property
     def turns(self) -> int:
@@ -93,6 +95,7 @@ class RunResult:
     eval_after: float = float("nan")
     eval_sampled_after: float = float("nan")
     records: list[StepRecord] = field(default_factory=list)
+    weights: Optional[Path] = None  # the folder of the last weights pushed (the trained policy)
 
 
 def load_datums(config: GRPOConfig, tokenizer: Any) -> tuple[list[DatumSpec], list[DatumSpec]]:
@@ -242,7 +245,8 @@ class SynchronousGroups:
 
 
 def train(config: GRPOConfig, model: PreTrainedModel, policy: VllmHttpGeneration, rollouts: Rollouts,
-          train_datums: list[DatumSpec], log: StepLog) -> list[StepRecord]:
+          train_datums: list[DatumSpec], log: StepLog, started_at: float) -> list[StepRecord]:
+    """`config.steps` steps, fewer when `config.max_wall_s` seconds since `started_at` (perf_counter) run out."""
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate)
     source: StepGroups = (SynchronousGroups(config, rollouts, train_datums) if config.synchronous
                           else CollectedGroups(config, policy, rollouts, train_datums))
@@ -266,12 +270,14 @@ def train(config: GRPOConfig, model: PreTrainedModel, policy: VllmHttpGeneration
                 train_s=trained - waited, refit_wait_s=refit_ready - trained, push_s=pushed - refit_ready,
                 loss=metrics.loss, probs_ratio=metrics.probs_ratio, clipped_fraction=metrics.clipped_fraction,
                 grad_norm=metrics.grad_norm, generated_tokens=metrics.generated_tokens,
-                weight_version=policy.weight_version, ended_at=time.time())
+                weight_version=policy.weight_version, ended_at=time.time(), elapsed_s=pushed - started_at)
             log.write(record)
             records.append(record)
             print(f"step {step}: reward {record.reward:.3f}, token_mult_prob_error {record.token_mult_prob_error:.4f},"
                   f" age {record.trajectory_age:.2f}, wait {record.wait_s:.1f}s, train {record.train_s:.1f}s, "
                   f"push {record.push_s:.1f}s", flush=True)
+            if config.max_wall_s is not None and record.elapsed_s >= config.max_wall_s:
+                break
     finally:
         source.shutdown()
     return records
@@ -305,6 +311,7 @@ def _running(config: GRPOConfig, tokenizer: Any) -> Iterator[_Running]:
 
 def run(config: GRPOConfig) -> RunResult:
     """The whole run: servers up, evaluate, train `steps` steps, evaluate, servers down."""
+    started_at = time.perf_counter()
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     tokenizer = AutoTokenizer.from_pretrained(config.model)
@@ -318,15 +325,20 @@ def run(config: GRPOConfig) -> RunResult:
             push_weights(model, running.policy, config.out_dir / "weights", 0)
             rollouts = Rollouts(config, tokenizer, running.policy, running.envs, running.head_url)
             greedy, sampled = rollouts.manager(1, greedy=True), rollouts.manager(config.eval_samples, greedy=False)
-            result = RunResult(mean_reward(greedy, eval_datums), mean_reward(sampled, eval_datums))
-            print(f"held-out reward before: greedy {result.eval_before:.3f}, "
-                  f"sampled {result.eval_sampled_before:.3f}", flush=True)
+            result = RunResult(float("nan"), float("nan"))
+            if config.evaluate:
+                result.eval_before, result.eval_sampled_before = (mean_reward(greedy, eval_datums),
+                                                                  mean_reward(sampled, eval_datums))
+                print(f"held-out reward before: greedy {result.eval_before:.3f}, "
+                      f"sampled {result.eval_sampled_before:.3f}", flush=True)
             log = StepLog(config.out_dir / "steps.csv", wandb)
-            result.records = train(config, model, running.policy, rollouts, train_datums, log)
-            result.eval_after = mean_reward(greedy, eval_datums)
-            result.eval_sampled_after = mean_reward(sampled, eval_datums)
-            print(f"held-out reward after: greedy {result.eval_after:.3f}, "
-                  f"sampled {result.eval_sampled_after:.3f}", flush=True)
+            result.records = train(config, model, running.policy, rollouts, train_datums, log, started_at)
+            result.weights = config.out_dir / "weights" / f"v{len(result.records)}"
+            if config.evaluate:
+                result.eval_after = mean_reward(greedy, eval_datums)
+                result.eval_sampled_after = mean_reward(sampled, eval_datums)
+                print(f"held-out reward after: greedy {result.eval_after:.3f}, "
+                      f"sampled {result.eval_sampled_after:.3f}", flush=True)
             log.summary({"eval/greedy_reward_before": result.eval_before, "eval/greedy_reward_after": result.eval_after,
                          "eval/sampled_reward_before": result.eval_sampled_before,
                          "eval/sampled_reward_after": result.eval_sampled_after})
@@ -369,6 +381,7 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
     parser.add_argument("--vllm-url", help="a vLLM serving --model with VLLM_SERVER_DEV_MODE=1 (default: start one)")
     parser.add_argument("--out", type=Path, default=defaults.out_dir)
     parser.add_argument("--no-wandb", action="store_true")
+    parser.add_argument("--max-wall-s", type=float, help="stop training once the run has lasted this long (seconds)")
     args = parser.parse_args(argv)
     return GRPOConfig(task=args.task, use_nemo_gym=args.agents, rows=args.rows, eval_rows=args.eval_rows,
                       eval_samples=args.eval_samples,
@@ -377,7 +390,8 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
                       max_turns=args.max_turns, temperature=args.temperature, learning_rate=args.lr,
                       max_trajectory_age=args.max_age, synchronous=args.synchronous,
                       micro_batch_size=args.micro_batch_size, seed=args.seed,
-                      model=args.model, vllm_url=args.vllm_url, out_dir=args.out, wandb=not args.no_wandb)
+                      model=args.model, vllm_url=args.vllm_url, out_dir=args.out, wandb=not args.no_wandb,
+                      max_wall_s=args.max_wall_s)
 
 
 if __name__ == "__main__":  # required: MathEnvironment's verifier processes re-import this module
