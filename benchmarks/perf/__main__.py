@@ -35,6 +35,8 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
                       "weight push cost", True),
     "grpo_async_vs_sync": ("real vLLM + the example GRPO trainer: asynchronous vs synchronous per-step time, vLLM and "
                            "trainer on cores of their own (and synchronous on shared cores), idle shares", False),
+    "grpo_vs_trl": ("real vLLM + the example GRPO trainer vs TRL's GRPOTrainer (.venv-trl): time to TRL's final "
+                    "reward, same model, rows, reward, settings and wall budget", False),
 }
 
 
