@@ -255,6 +255,28 @@ def grpo_learning(r: Report) -> str:
         "![GRPO reward curve](img/grpo_learning.png)"])
 
 
+def grpo_vs_trl(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s, reach, held = r["settings"], r["reach"], r["held_out"]
+    ratio = ("never reached it" if reach["ours_over_trl"] is None else
+             f"reached it after {reach['ours_s']} s, TRL after {reach['trl_s']} s: **{reach['ours_over_trl']}x** "
+             f"TRL's time (goal at most 0.5; {reach['ours_over_trl_end']}x TRL's {reach['trl_end_s']} s of training)")
+
+    def held_out(side: str) -> str:
+        return (f"{side} greedy {held['start']['greedy']:.3f} -> {held[side]['greedy']:.3f}, sampled "
+                f"{held['start']['sampled']:.3f} -> {held[side]['sampled']:.3f}")
+
+    return "\n".join([
+        f"Source: {source(r)}; load average {r['load_average_at_end']} at the end.", "",
+        f"A {s['budget_s']:.0f} s budget each, {s['prompts_per_step']} prompts x {s['generations_per_prompt']} "
+        f"completions a step (lr {s['learning_rate']}, {s['model']}): ours ran {len(r['ours']['steps'])} steps, TRL "
+        f"{len(r['trl']['steps'])}. TRL's final training reward (mean of its last {reach['window_steps']} steps) is "
+        f"{reach['trl_final_reward']}; ours {ratio}. Held-out mean reward on {s['held_out_rows']} rows, one "
+        f"evaluator for both: {held_out('ours')}; {held_out('trl')}.", "",
+        "![GRPO vs TRL reward curves](img/grpo_vs_trl.png)"])
+
+
 RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "main_output": ("main_command", main_output),
     "glance": ("collector", glance),
@@ -267,4 +289,5 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "async_collector": ("async_collector", async_collector),
     "benchmark_runs": ("benchmark_runs", benchmark_runs),
     "grpo_learning": ("grpo_learning", grpo_learning),
+    "grpo_vs_trl": ("grpo_vs_trl", grpo_vs_trl),
 }

@@ -4,6 +4,7 @@ final training reward, and the PNG rendered from a results dict."""
 from pathlib import Path
 from typing import Any
 
+from benchmarks.perf.figure_tables import grpo_vs_trl
 from benchmarks.perf.grpo_vs_trl import reach, render
 
 
@@ -29,11 +30,21 @@ def test_a_side_that_never_reaches_it_has_no_ratio_and_a_short_run_narrows_the_w
     assert never["ours_s"] is None and never["ours_over_trl"] is None and never["trl_s"] == 40
 
 
-def test_the_figure_is_rendered_from_a_results_dict(tmp_path: Path) -> None:
+def _results() -> dict[str, Any]:
     held = {"greedy": 0.5, "sampled": 0.25}
-    results = {"settings": {"prompts_per_step": 4, "generations_per_prompt": 8, "budget_s": 40.0},
-               "reach": reach(OURS, TRL, window=3), "held_out": {"start": held, "ours": held, "trl": held},
-               "ours": {"steps": OURS}, "trl": {"steps": TRL}}
+    return {"benchmark": "grpo_vs_trl", "status": "ok", "command": "python -m benchmarks.perf.grpo_vs_trl",
+            "machine": {"cores": 2, "cpu": "a CPU", "load_average_at_start": "0.10 0.20 0.30"},
+            "load_average_at_end": "1.00 1.00 1.00",
+            "settings": {"prompts_per_step": 4, "generations_per_prompt": 8, "budget_s": 40.0, "learning_rate": 1e-5,
+                         "model": "SmolLM2-135M-Instruct, float32", "held_out_rows": 30},
+            "reach": reach(OURS, TRL, window=3), "held_out": {"start": held, "ours": held, "trl": held},
+            "ours": {"steps": OURS}, "trl": {"steps": TRL}}
+
+
+def test_the_figure_and_the_docs_block_are_rendered_from_a_results_dict(tmp_path: Path) -> None:
     png = tmp_path / "img" / "grpo_vs_trl.png"
-    render(results, png)
+    render(_results(), png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    block = grpo_vs_trl(_results())
+    assert "**0.2x** TRL's time" in block and "ours ran 3 steps, TRL 4" in block
+    assert "img/grpo_vs_trl.png" in block
