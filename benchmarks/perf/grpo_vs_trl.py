@@ -164,7 +164,7 @@ def render(results: dict[str, Any], png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     start, reached = results["held_out"]["start"], results["reach"]
     for side, (label, color) in SIDES.items():
         steps = results[side]["steps"]
@@ -178,12 +178,12 @@ def render(results: dict[str, Any], png: Path) -> None:
             ax.plot([0, x[-1]], [start[key], end[key]], color=color, linestyle="--", marker=marker,
                     label=f"{label}: held-out {key}, start / end")
     ax.axhline(reached["trl_final_reward"], color="gray", linestyle=":", label="TRL's final training reward")
-    title = f"ours reaches it in {reached['ours_over_trl']}x TRL's time"
+    title = f"ours reaches TRL's final training reward in {reached['ours_over_trl']}x TRL's time"
     if reached["ours_over_trl"] is None:
-        title = "ours does not reach it"
+        title = "ours does not reach TRL's final training reward"
     s = results["settings"]
     ax.set_title(f"SmolLM2-135M, one-digit sums, {s['prompts_per_step']} prompts x {s['generations_per_prompt']}, "
-                 f"{s['budget_s']:.0f} s budget each: {title}", fontsize=9)
+                 f"{s['budget_s']:.0f} s budget each\n{title}", fontsize=9)
     ax.set_xlabel("wall time since the trainer started (s)")
     ax.set_ylabel("mean reward")
     ax.set_ylim(-0.02, 1.02)
