@@ -54,4 +54,5 @@ else
   "$PY" -m pip install --quiet -c "$CONSTRAINTS" "$TRL_PACKAGE" "${SHARED[@]}" 2>&1 \
     | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 fi
-log "done: $("$PY" -c 'import trl, torch, transformers; print("trl", trl.__version__, "torch", torch.__version__, "transformers", transformers.__version__)')"
+log "done: $("$PY" -c 'import trl, torch, transformers as t; print("trl", trl.__version__, "torch", torch.__version__,
+                                                                  "transformers", t.__version__)')"
