@@ -277,6 +277,27 @@ def grpo_vs_trl(r: Report) -> str:
         "![GRPO vs TRL reward curves](img/grpo_vs_trl.png)"])
 
 
+def grpo_async_vs_sync(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s, runs, ratios = r["settings"], r["runs"], r["ratios"]
+    rows = [f"| {name.replace('_', ' ')} | {run['mean_step_s']} | {run['vllm_idle_fraction']:.0%} | "
+            f"{run['trainer_idle_fraction']:.0%} | {run['mean_wait_s']} / {run['mean_train_s']} / "
+            f"{run['mean_refit_wait_s']} / {run['mean_push_s']} | {run['mean_token_mult_prob_error']} | "
+            f"{run['load_average_at_end'].split()[0]} |" for name, run in runs.items()]
+    return "\n".join([
+        f"Source: {source(r)}; load average {r['load_average_at_end']} at the end.", "",
+        f"{s['timed_steps']} timed steps of {s['prompts_per_step']} prompts x {s['generations_per_prompt']} "
+        f"completions ({s['max_new_tokens']} tokens, lr {s['learning_rate']}, {s['model']}), real training and a "
+        f"weight push every step. Synchronous over asynchronous (max age {s['max_trajectory_age']}) per step, vLLM "
+        f"and the trainer on a core each: **{ratios['sync_over_async_pinned']}x** (goal 1.6x); synchronous on both "
+        f"cores shared over the same asynchronous run: {ratios['sync_shared_over_async_pinned']}x.", "",
+        "| run | s per step | vLLM idle | trainer idle | wait / train / refit wait / push (s) | "
+        "token_mult_prob_error | load at end |",
+        "|---|---|---|---|---|---|---|", *rows, "",
+        "![async vs sync GRPO](img/grpo_async_vs_sync.png)"])
+
+
 RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "main_output": ("main_command", main_output),
     "glance": ("collector", glance),
@@ -290,4 +311,5 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "benchmark_runs": ("benchmark_runs", benchmark_runs),
     "grpo_learning": ("grpo_learning", grpo_learning),
     "grpo_vs_trl": ("grpo_vs_trl", grpo_vs_trl),
+    "grpo_async_vs_sync": ("grpo_async_vs_sync", grpo_async_vs_sync),
 }

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.perf.grpo_async_vs_sync import parse_args, ratios, render, summarize
+from benchmarks.perf.figure_tables import grpo_async_vs_sync
 from benchmarks.perf.results import BenchmarkFailed
 
 
@@ -44,9 +45,18 @@ def test_quick_is_tiny_and_a_single_step_is_refused() -> None:
         parse_args(["--steps", "1"])
 
 
-def test_the_figure_is_drawn_from_a_results_file(tmp_path: Path) -> None:
+def test_the_figure_and_the_docs_block_are_drawn_from_a_results_file(tmp_path: Path) -> None:
     steps = [_step(0, 100.0, wait_s=90.0), _step(1, 110.0, wait_s=2.0), _step(2, 130.0, wait_s=6.0)]
-    runs = {name: summarize(steps, [(105.0, True)]) for name in ("async_pinned", "sync_pinned", "sync_shared")}
-    results = {"runs": runs, "ratios": ratios(runs), "settings": {"prompts_per_step": 4, "generations_per_prompt": 8}}
+    runs = {name: {**summarize(steps, [(105.0, True)]), "load_average_at_end": "1.50 1.00 0.50"}
+            for name in ("async_pinned", "sync_pinned", "sync_shared")}
+    runs["sync_pinned"]["mean_step_s"] = 25.5
+    results = {"benchmark": "grpo_async_vs_sync", "status": "ok", "command": "python -m benchmarks.perf.x",
+               "machine": {"cores": 2, "cpu": "a CPU", "load_average_at_start": "0.10 0.20 0.30"},
+               "load_average_at_end": "1.00 1.00 1.00", "runs": runs, "ratios": ratios(runs),
+               "settings": {"prompts_per_step": 4, "generations_per_prompt": 8, "timed_steps": 2, "max_new_tokens": 32,
+                            "learning_rate": 1e-5, "max_trajectory_age": 1, "model": "SmolLM2-135M-Instruct"}}
     render(results, tmp_path / "figure.png")
     assert (tmp_path / "figure.png").read_bytes().startswith(b"\x89PNG")
+    block = grpo_async_vs_sync(results)
+    assert "**1.7x** (goal 1.6x)" in block and "| sync pinned | 25.5 | 100% | 27% |" in block
+    assert "img/grpo_async_vs_sync.png" in block
