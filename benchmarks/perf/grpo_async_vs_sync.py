@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from benchmarks.perf.grpo_learning import arithmetic_rows
+from benchmarks.perf.grpo_learning import add_step_arguments, arithmetic_rows
 from benchmarks.perf.lifecycle import child_process
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, Recorder, load_average, recording, results_path
 from benchmarks.perf.vllm_server import MODEL_DIR, IdleMonitor, idle_fraction, pinned_to, vllm_server
@@ -175,10 +175,7 @@ def measure(args: argparse.Namespace, recorder: Recorder) -> None:
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=6, help="steps per run, the first being warm-up (at least 2)")
-    parser.add_argument("--prompts", type=int, default=4, help="prompt groups per step")
-    parser.add_argument("--generations", type=int, default=8, help="completions per prompt (the GRPO group)")
-    parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=1e-5)
+    add_step_arguments(parser)
     parser.add_argument("--quick", action="store_true",
                         help="2 steps of 2 prompts x 4, 16 tokens, results under quick/")
     parser.add_argument("--render", action="store_true", help="only redraw the PNG from the results file")

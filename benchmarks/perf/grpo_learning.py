@@ -110,13 +110,18 @@ def measure(args: argparse.Namespace, recorder: Recorder) -> None:
         print(f"wrote {FIGURE}", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=16)
+def add_step_arguments(parser: argparse.ArgumentParser) -> None:
+    """What one GRPO step is, the same for every GRPO benchmark: prompt groups, group size, tokens, learning rate."""
     parser.add_argument("--prompts", type=int, default=4, help="prompt groups per step")
     parser.add_argument("--generations", type=int, default=8, help="completions per prompt (the GRPO group)")
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=16)
+    add_step_arguments(parser)
     parser.add_argument("--eval-samples", type=int, default=4, help="sampled answers per held-out row")
     parser.add_argument("--vllm-url", help="a vLLM in dev mode serving the bundled model (default: start one)")
     parser.add_argument("--quick", action="store_true", help="2 steps of 2 prompts x 4, results under quick/")

@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 from transformers import AutoTokenizer
 
-from benchmarks.perf.grpo_learning import HELD_OUT, arithmetic_rows
+from benchmarks.perf.grpo_learning import HELD_OUT, add_step_arguments, arithmetic_rows
 from benchmarks.perf.lifecycle import run_child
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, Recorder, load_average, recording, results_path
 from examples.grpo.train import MAX_SEQ_LEN, VERIFY_TIMEOUT_S, GRPOConfig, load_datums, mean_reward, run
@@ -198,10 +198,7 @@ def render(results: dict[str, Any], png: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget-s", type=float, default=900.0, help="wall-clock budget of each side (seconds)")
-    parser.add_argument("--prompts", type=int, default=4, help="prompt groups per step")
-    parser.add_argument("--generations", type=int, default=8, help="completions per prompt (the GRPO group)")
-    parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=1e-5)
+    add_step_arguments(parser)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--micro-batch-size", type=int, default=8)
     parser.add_argument("--eval-samples", type=int, default=4, help="sampled answers per held-out row")
