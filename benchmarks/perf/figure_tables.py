@@ -162,12 +162,8 @@ def aggregate(r: Report) -> str:
            "| rollouts | input | time | collector peak RSS | resources server peak RSS | load |",
            "|---|---|---|---|---|---|"]
     for run in r["runs"]:
-        # Results from before the one-pass merge timed the merge apart and had one round and no CPU figure.
-        merge = f" (merge {run['merge_seconds']} s)" if "merge_seconds" in run else ""
-        cpu = f", {run['cpu_s']} CPU-s" if "cpu_s" in run else ""
-        round_no = f", round {run['round']}" if "round" in run else ""
-        out.append(f"| {_n(run['rollouts'])} | {run['input']}, {run['input_mb']} MB{round_no} | "
-                   f"{run['seconds']} s{cpu}{merge} | {run['peak_rss_mb']} MB | "
+        out.append(f"| {_n(run['rollouts'])} | {run['input']}, {run['input_mb']} MB, round {run['round']} | "
+                   f"{run['seconds']} s, {run['cpu_s']} CPU-s | {run['peak_rss_mb']} MB | "
                    f"{run['resources_server_peak_rss_mb']} MB | {run['load_average']} |")
     ratios = {k: v for k, v in r["ratios"].items() if not isinstance(v, dict)}
     out += ["", "Ratios: " + ", ".join(f"{k.replace('_', ' ')} **{v}**" for k, v in ratios.items()) + "."]
