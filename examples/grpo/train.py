@@ -164,9 +164,13 @@ def collector_config(config: GRPOConfig) -> MasterConfig:
             "env": {"should_use_nemo_gym": config.use_nemo_gym}}
 
 
+def weights_folder(weights_root: Path, version: int) -> Path:
+    return weights_root / f"v{version}"
+
+
 def push_weights(model: PreTrainedModel, policy: VllmHttpGeneration, weights_root: Path, version: int) -> None:
     """Write version `version` and load it into every vLLM replica; only the newest folder is kept on disk."""
-    folder = write_weights(model, weights_root / f"v{version}")
+    folder = write_weights(model, weights_folder(weights_root, version))
     policy.update_weights(folder, version)
     for old in weights_root.glob("v*"):
         if old != folder:
@@ -333,7 +337,7 @@ def run(config: GRPOConfig) -> RunResult:
                       f"sampled {result.eval_sampled_before:.3f}", flush=True)
             log = StepLog(config.out_dir / "steps.csv", wandb)
             result.records = train(config, model, running.policy, rollouts, train_datums, log, started_at)
-            result.weights = config.out_dir / "weights" / f"v{len(result.records)}"
+            result.weights = weights_folder(config.out_dir / "weights", len(result.records))
             if config.evaluate:
                 result.eval_after = mean_reward(greedy, eval_datums)
                 result.eval_sampled_after = mean_reward(sampled, eval_datums)
