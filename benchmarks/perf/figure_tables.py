@@ -140,6 +140,25 @@ def http_clients(r: Report) -> str:
             f"{s['rounds']} alternating rounds. Source: {source(r)}.")
 
 
+def agent_workers(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s = r["settings"]
+    out = [f"Source: {source(r)}.", "",
+           "| agent processes | rollouts/s | cpu-ms/rollout (whole stack) | agent cpu-ms/rollout, each process | "
+           "agent share of the CPU | load at start |", "|---|---|---|---|---|---|"]
+    for key in ("one_worker", "two_workers"):
+        setting = r[key]
+        for run in setting["runs"]:
+            each = " + ".join(f"{ms:.2f}" for ms in run["agent_cpu_ms_per_rollout_by_process"])
+            out.append(f"| {setting['workers']} | {_rate(run['rollouts_per_s'])} | {run['cpu_ms_per_rollout']:.2f} | "
+                       f"{each} | {run['agent_share_of_cpu']:.0%} | {run['load_average_at_start']} |")
+    out += ["", f"Two agent workers / one: **{r['ratios']['two_workers_over_one']:.2f}x** rollouts/s "
+                f"({_n(s['rows'])} rows at {s['concurrency']} in flight, best of {s['rounds']} per setting, "
+                f"{r['machine']['cores']} cores shared by every process of the stack)."]
+    return "\n".join(out)
+
+
 def nemo_gym_reference(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
@@ -266,7 +285,8 @@ def grpo_vs_trl(r: Report) -> str:
     return "\n".join([
         f"Source: {source(r)}; load average {r['load_average_at_end']} at the end.", "",
         f"A {s['budget_s']:.0f} s budget each, {s['prompts_per_step']} prompts x {s['generations_per_prompt']} "
-        f"completions a step (lr {s['learning_rate']}, {s['model']}): ours ran {len(r['ours']['steps'])} steps, TRL "
+        f"completions a step (lr {s['learning_rate']}, {s['model']}): ours ({s.get('ours_mode', 'async')}) ran "
+        f"{len(r['ours']['steps'])} steps, TRL "
         f"{len(r['trl']['steps'])}. TRL's final training reward (mean of its last {reach['window_steps']} steps) is "
         f"{reach['trl_final_reward']}; ours {ratio}. Held-out mean reward on {s['held_out_rows']} rows, one "
         f"evaluator for both: {held_out('ours')}; {held_out('trl')}.", "",
@@ -307,5 +327,6 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "benchmark_runs": ("benchmark_runs", benchmark_runs),
     "grpo_learning": ("grpo_learning", grpo_learning),
     "grpo_vs_trl": ("grpo_vs_trl", grpo_vs_trl),
+    "agent_workers": ("agent_workers", agent_workers),
     "grpo_async_vs_sync": ("grpo_async_vs_sync", grpo_async_vs_sync),
 }

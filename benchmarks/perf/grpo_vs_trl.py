@@ -6,10 +6,11 @@ Both train the bundled SmolLM2-135M-Instruct, float32 on CPU, on the one-digit s
 training rows, prompt and split; the 30 held-out rows are never trained on), rewarded 1 by nemo_gym's math verifier
 (the functions MathEnvironment calls), with the same prompts per step, group size, max new tokens, learning rate,
 temperature and micro-batch size, no KL term, a token-level clipped loss and the tied embedding frozen. Ours first:
-examples.grpo.train's run() (vLLM generating ahead, max trajectory age 1, weights pushed into vLLM every step), then
-TRL 1.13 in its own virtualenv (.venv-trl, made by benchmarks/setup_trl.sh, which this runs first), generating
-with transformers as it does without a GPU. Each side stops after the first step that ends past --budget-s on its
-own clock:
+examples.grpo.train's run(), weights pushed into vLLM every step, synchronous by default (generate, train, push, as
+TRL does: on cores that vLLM and the trainer share, generating ahead only slows training down by as much as it
+saves; `--mode async` runs vLLM ahead with max trajectory age 1), then TRL 1.13 in its own virtualenv (.venv-trl,
+made by benchmarks/setup_trl.sh, which this runs first), generating with transformers as it does without a GPU.
+Each side stops after the first step that ends past --budget-s on its own clock:
 - ours starts at run(): model load, vLLM's cold start, the version-0 weight push, then the steps (waiting for
   generation, training, pushing weights);
 - TRL's starts after its imports: model load, trainer set-up, then the steps (generation, scoring, training).
@@ -95,7 +96,8 @@ def run_ours(args: argparse.Namespace, rows: Path, out: Path) -> tuple[list[dict
     config = GRPOConfig(task="math", rows=rows, eval_rows=HELD_OUT, steps=100_000, prompts_per_step=args.prompts,
                         generations_per_prompt=args.generations, max_new_tokens=args.max_tokens,
                         temperature=args.temperature, learning_rate=args.lr, micro_batch_size=args.micro_batch_size,
-                        seed=args.seed, out_dir=out, wandb=False, max_wall_s=args.budget_s, evaluate=False)
+                        seed=args.seed, out_dir=out, wandb=False, max_wall_s=args.budget_s, evaluate=False,
+                        synchronous=args.mode == "synchronous")
     result = run(config)
     return [asdict(r) for r in result.records], result.weights
 
@@ -134,7 +136,7 @@ def measure(args: argparse.Namespace, recorder: Recorder) -> None:
     print(f"TRL's final reward {reached['trl_final_reward']}: ours at {reached['ours_s']} s, TRL at "
           f"{reached['trl_s']} s, ratio {reached['ours_over_trl']} (goal <= 0.5); held-out {held_out}", flush=True)
     figures = {
-        "settings": {"budget_s": args.budget_s, "prompts_per_step": args.prompts,
+        "settings": {"budget_s": args.budget_s, "ours_mode": args.mode, "prompts_per_step": args.prompts,
                      "generations_per_prompt": args.generations, "max_new_tokens": args.max_tokens,
                      "learning_rate": args.lr, "temperature": args.temperature,
                      "micro_batch_size": args.micro_batch_size, "seed": args.seed, "training_rows": 100 - HELD_OUT,
@@ -203,6 +205,7 @@ def main() -> None:
     parser.add_argument("--micro-batch-size", type=int, default=8)
     parser.add_argument("--eval-samples", type=int, default=4, help="sampled answers per held-out row")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", choices=["synchronous", "async"], default="synchronous", help="how ours trains")
     parser.add_argument("--quick", action="store_true", help="one step each of 2 prompts x 4, results under quick/")
     parser.add_argument("--render", action="store_true", help="only redraw the PNG from the results file")
     args = parser.parse_args()

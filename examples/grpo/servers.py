@@ -36,12 +36,15 @@ def _stop_group(popen: subprocess.Popen, grace_s: float) -> None:
 
 
 @contextmanager
-def vllm_server(model_dir: Path, log_path: Path, base_url: Optional[str] = None,
-                timeout_s: float = 900.0) -> Iterator[str]:
+def vllm_server(model_dir: Path, log_path: Path, base_url: Optional[str] = None, timeout_s: float = 900.0,
+                every_core: bool = False) -> Iterator[str]:
     """Yield the /v1 base URL of a vLLM serving `model_dir`: `base_url` as given, or one started here.
 
     Started here it binds 127.0.0.1 only and has VLLM_SERVER_DEV_MODE=1: its dev endpoints (weight reloads) can
-    change what it serves, so they must not be reachable from elsewhere."""
+    change what it serves, so they must not be reachable from elsewhere. vLLM's CPU build keeps one core free of its
+    compute threads by default; `every_core` binds them to all of this process's cores instead, for a trainer that
+    never computes while vLLM generates (synchronous GRPO; measured here: 32 completions 15% sooner on 2 cores). A
+    VLLM_CPU_OMP_THREADS_BIND already set wins."""
     if base_url:
         yield base_url.rstrip("/")
         return
@@ -51,6 +54,8 @@ def vllm_server(model_dir: Path, log_path: Path, base_url: Optional[str] = None,
                "--dtype", default_vllm_dtype(), "--max-model-len", "2048", "--enforce-eager"]
     env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    if every_core:
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(str(core) for core in sorted(os.sched_getaffinity(0))))
     url = f"http://127.0.0.1:{port}/v1"
     with open(log_path, "ab") as log:
         popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

@@ -300,7 +300,7 @@ def _running(config: GRPOConfig, tokenizer: Any) -> Iterator[_Running]:
     config.out_dir.mkdir(parents=True, exist_ok=True)
     generation = {"model_name": SERVED_NAME, "max_seq_len": MAX_SEQ_LEN, "pad_token_id": tokenizer.pad_token_id,
                   "max_new_tokens": config.max_new_tokens, "temperature": config.temperature}
-    with vllm_server(config.model, config.out_dir / "vllm.log", config.vllm_url) as url, \
+    with vllm_server(config.model, config.out_dir / "vllm.log", config.vllm_url, every_core=config.synchronous) as url, \
             VllmHttpGeneration(generation, url) as policy, \
             MathEnvironment(verify_timeout_s=VERIFY_TIMEOUT_S) as math_env:
         envs = {"math": math_env, "number_guess": NumberGuessEnvironment()}

@@ -80,6 +80,7 @@ class AgentServer(BaseServer):
     """Serves `POST /run`, `POST /v1/responses` and `POST /aggregate_metrics` around a subclass's `run_loop`."""
 
     Settings = AgentSettings
+    stateless = True  # a rollout's state lives in the resources server, keyed by the session id it is given
 
     async def startup(self) -> None:
         self.resources_server = self.settings.resources_server.name

@@ -6,6 +6,8 @@ form `{"error": {"failure_class": ..., "message": ...}}`, so a caller several ho
 """
 
 import logging
+import os
+import socket
 from contextlib import asynccontextmanager
 from typing import Any, Awaitable, Callable, ClassVar, Literal
 
@@ -19,6 +21,7 @@ from pydantic import Field
 
 from nemo_gym.config.servers import SERVER_KINDS, ServerSpec
 from nemo_gym.config.typed import Settings, Text, UnknownKeys, build
+from nemo_gym.errors import ConfigError
 from nemo_gym.failures import failure_class_of
 from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed
 from nemo_gym.server.client import ServerClient
@@ -114,6 +117,10 @@ class ServerSettings(Settings):
     """Seconds to connect to another server."""
     read_timeout_s: float = Field(600.0, gt=0)
     """Seconds to wait for another server's answer (default for calls without their own timeout)."""
+    workers: int | None = Field(None, ge=1)
+    """Processes serving this server's port (the kernel spreads connections over them, SO_REUSEPORT). Only for a
+    server that keeps nothing between requests (the agents); default: half the cores this server may run on, at
+    most 8, for those, and 1 for every other server."""
 
 
 def server_settings(cls: type["BaseServer"], spec: ServerSpec, source_of: Callable[[str], str] | None = None,
@@ -127,8 +134,21 @@ def server_settings(cls: type["BaseServer"], spec: ServerSpec, source_of: Callab
         found = source_of(f"{prefix}.{field}") if source_of else None
         return None if found in (None, "no config file") else f"set in {found}"
 
-    return build(cls.Settings, spec.settings, name=lambda field: f"setting {prefix}.{field}", where=where,
-                 unknown=unknown, label=f"server '{spec.name}': ")
+    settings = build(cls.Settings, spec.settings, name=lambda field: f"setting {prefix}.{field}", where=where,
+                     unknown=unknown, label=f"server '{spec.name}': ")
+    # Before the implementation is known (unknown="ignore") there is no class to ask whether it keeps state.
+    if unknown != "ignore" and settings.workers is not None and settings.workers > 1 and not cls.stateless:
+        place = where("workers")
+        raise ConfigError(f"server '{spec.name}': setting {prefix}.workers is {settings.workers}, but "
+                          f"{cls.__name__} keeps state between requests, so it runs as one process"
+                          + (f" ({place})" if place else ""))
+    return settings
+
+
+def default_workers(cores: int) -> int:
+    """Worker processes of a stateless server on `cores` cores: half of them (the rest of the stack needs the
+    others), at least 1, at most 8."""
+    return max(1, min(8, cores // 2))
 
 
 class BaseServer:
@@ -138,6 +158,8 @@ class BaseServer:
     `self.settings`; `self.config` is the raw mapping, with the keys no implementation declares."""
 
     Settings: ClassVar[type[ServerSettings]] = ServerSettings
+    # True when nothing a request leaves behind is needed by a later one, so several processes may serve the port.
+    stateless: ClassVar[bool] = False
 
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         self.spec = spec
@@ -162,9 +184,10 @@ class BaseServer:
         return True
 
     async def _health(self, request: Request) -> Response:
+        # The pid tells an operator (and a test) which worker process answered.
         if self.ready():
-            return json_response({"status": "ok", "name": self.name})
-        return json_response({"status": "starting", "name": self.name}, status=503)
+            return json_response({"status": "ok", "name": self.name, "pid": os.getpid()})
+        return json_response({"status": "starting", "name": self.name, "pid": os.getpid()}, status=503)
 
     @asynccontextmanager
     async def _lifespan(self, app: Starlette):
@@ -188,8 +211,15 @@ class BaseServer:
         routes = [Route("/health", self._health, methods=["GET"]), *self.routes()]
         return Starlette(routes=routes, lifespan=self._lifespan)
 
-    def serve(self, host: str, port: int) -> None:
-        """Run until SIGTERM/SIGINT, then finish in-flight requests (bounded) and exit."""
+    @property
+    def worker_count(self) -> int:
+        if self.settings.workers is not None:
+            return self.settings.workers
+        return default_workers(len(os.sched_getaffinity(0))) if self.stateless else 1
+
+    def serve(self, host: str, port: int, sock: socket.socket | None = None) -> None:
+        """Run until SIGTERM/SIGINT, then finish in-flight requests (bounded) and exit. With `sock` (bound, not
+        yet listening), serve on it instead of binding `host`:`port` (one of several worker processes)."""
         config = uvicorn.Config(
             self.app(),
             host=host,
@@ -206,4 +236,4 @@ class BaseServer:
             timeout_keep_alive=60,
             timeout_graceful_shutdown=5,
         )
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)

@@ -19,6 +19,7 @@ from nemo_gym.config.servers import ServerSpec
 from nemo_gym.errors import ConfigError
 from nemo_gym.server.base import BaseServer, server_settings
 from nemo_gym.server.logs import configure_logging, register_secrets
+from nemo_gym.server.workers import serve_workers
 
 SPEC_ENV = "NEMO_GYM_SERVER_SPEC"
 HEAD_URL_ENV = "NEMO_GYM_HEAD_URL"
@@ -68,8 +69,15 @@ def main() -> None:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    server = cls(spec, head_url=os.environ.get(HEAD_URL_ENV))
-    server.serve(server.settings.host, server.settings.port)  # the supervisor has given every server its port
+    head_url = os.environ.get(HEAD_URL_ENV)
+    server = cls(spec, head_url=head_url)
+    host, port = server.settings.host, server.settings.port  # the supervisor has given every server its port
+    if server.worker_count == 1:
+        server.serve(host, port)
+        return
+    # Each worker builds its own server object after the fork: nothing of one worker's state is shared.
+    sys.exit(serve_workers(lambda sock: cls(spec, head_url=head_url).serve(host, port, sock), host, port,
+                           server.worker_count))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ Each child runs in its own process group (so grandchildren such as a vLLM engine
 kernel to SIGTERM it if the supervisor dies, even by SIGKILL.
 """
 
-import ctypes
 import os
 import signal
 import socket
@@ -28,9 +27,9 @@ from nemo_gym.server.base import ServerSettings
 from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
 from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
 from nemo_gym.server.settings_check import check_server_settings
+from nemo_gym.server.workers import die_with_parent
 
 STOP_GRACE_S = 10.0
-_PR_SET_PDEATHSIG = 1
 
 
 class ServerStartError(DownstreamError):
@@ -61,11 +60,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _log_tail(path: Path, lines: int = 15) -> str:
@@ -142,7 +136,7 @@ class Supervisor:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
 
     def _start_head(self) -> None:

@@ -144,9 +144,14 @@ def test_training_batch_pads_right_and_gives_each_completion_its_group_advantage
 TABLE = torch.log(torch.tensor([[0.5, 0.25, 0.25], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6]]))
 
 
+def _kept(logits: torch.Tensor, logits_to_keep: int) -> torch.Tensor:
+    """A transformers causal LM's `logits_to_keep`: the last N positions, 0 for all."""
+    return logits[:, -logits_to_keep:] if logits_to_keep else logits
+
+
 class Bigram(torch.nn.Module):
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> SimpleNamespace:
-        return SimpleNamespace(logits=TABLE[input_ids])
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int = 0) -> SimpleNamespace:
+        return SimpleNamespace(logits=_kept(TABLE[input_ids], logits_to_keep))
 
 
 def test_sequence_logprobs_score_each_token_given_the_previous_ones_and_zero_the_rest() -> None:
@@ -161,8 +166,8 @@ class LearnableBigram(torch.nn.Module):
         super().__init__()
         self.table = torch.nn.Parameter(TABLE.clone())
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> SimpleNamespace:
-        return SimpleNamespace(logits=self.table[input_ids])
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int = 0) -> SimpleNamespace:
+        return SimpleNamespace(logits=_kept(self.table[input_ids], logits_to_keep))
 
 
 def _bigram_batch() -> TrainingBatch:
@@ -188,3 +193,47 @@ def test_a_step_in_micro_batches_equals_one_step_on_the_whole_batch(micro_batch_
     whole, micro = metrics
     assert micro.loss == pytest.approx(whole.loss, abs=1e-6) and micro.generated_tokens == whole.generated_tokens == 6
     assert whole.token_mult_prob_error == pytest.approx(1.0, abs=1e-6) and whole.probs_ratio == pytest.approx(1.0)
+
+
+def test_sequence_logprobs_from_a_first_position_score_the_same_and_zero_what_is_before() -> None:
+    ids = torch.tensor([[0, 1, 1, 2], [2, 0, 0, 0]])
+    whole = sequence_logprobs(Bigram(), ids, torch.tensor([4, 3]))
+    tail = sequence_logprobs(Bigram(), ids, torch.tensor([4, 3]), first_position=2)
+    assert torch.allclose(tail[:, 2:], whole[:, 2:], atol=1e-7) and whole[0, 2:].abs().min() > 0.1
+    assert torch.equal(tail[:, :2], torch.zeros(2, 2))
+
+
+def _two_group_batch(second_group_rewards: list[float]) -> TrainingBatch:
+    def log(ids: list[int], generated: list[float]) -> list[dict]:
+        return [_message("user", ids[:1]), _message("assistant", ids[1:], generated)]
+
+    flat = _group([1.0, 0.0, 0.0], [log([0, 1, 1], [LOG(0.25), LOG(0.8)]), log([2, 2], [LOG(0.6)]),
+                                    log([1, 0, 2, 2], [LOG(0.1), LOG(0.25), LOG(0.6)])])
+    same = _group(second_group_rewards, [log([0, 0, 1], [LOG(0.5), LOG(0.25)]), log([1, 1], [LOG(0.8)]),
+                                         log([2, 1, 1], [LOG(0.2), LOG(0.8)])])
+    return training_batch([flat, same], pad_token_id=0)
+
+
+def test_completions_without_signal_are_not_run_and_the_step_is_the_whole_batch_step() -> None:
+    batch = _two_group_batch([1.0, 1.0, 1.0])  # the second group's advantages are all 0
+    by_hand = LearnableBigram()
+    logprobs = sequence_logprobs(by_hand, batch.input_ids, batch.lengths)
+    clipped_pg_loss(logprobs, batch.generation_logprobs, batch.advantages, batch.mask).loss.backward()
+    torch.optim.SGD(by_hand.parameters(), lr=0.1).step()
+
+    model, seen = LearnableBigram(), []
+    model.register_forward_hook(lambda module, args, kwargs, out: seen.append(kwargs["input_ids"].shape[0]),
+                                with_kwargs=True)
+    metrics = grpo_step(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, 2, max_grad_norm=None)
+    assert sum(seen) == 3  # the first group's three completions only
+    assert torch.allclose(model.table, by_hand.table, atol=1e-6)
+    assert metrics.generated_tokens == 11 and metrics.token_mult_prob_error == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_batch_without_any_signal_moves_nothing_and_still_measures_agreement() -> None:
+    model = LearnableBigram()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    metrics = grpo_step(model, optimizer, _two_group_batch([0.0, 0.0, 0.0]).select(torch.tensor([3, 4, 5])), 2)
+    assert torch.equal(model.table, TABLE) and model.table.grad is None
+    assert metrics.grad_norm == 0.0 and metrics.loss == 0.0
+    assert metrics.token_mult_prob_error == pytest.approx(1.0, abs=1e-6) and metrics.generated_tokens == 5

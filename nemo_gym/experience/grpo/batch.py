@@ -37,12 +37,21 @@ class TrainingBatch:
     def num_generated_tokens(self) -> int:
         return int(self.mask.sum())
 
+    @property
+    def first_generated_position(self) -> int:
+        """The first position any sequence of the batch generated a token at."""
+        return int(self.mask.any(dim=0).nonzero()[0])
+
     def rows(self, start: int, stop: int) -> "TrainingBatch":
         """Sequences [start, stop), trimmed to their longest one (a micro-batch)."""
-        width = int(self.lengths[start:stop].max())
-        return TrainingBatch(self.input_ids[start:stop, :width], self.lengths[start:stop],
-                             self.mask[start:stop, :width], self.generation_logprobs[start:stop, :width],
-                             self.advantages[start:stop], self.rewards[start:stop])
+        return self.select(torch.arange(start, min(stop, len(self.lengths))))
+
+    def select(self, indices: torch.Tensor) -> "TrainingBatch":
+        """The sequences at `indices`, in that order, trimmed to their longest one."""
+        width = int(self.lengths[indices].max())
+        return TrainingBatch(self.input_ids[indices, :width], self.lengths[indices], self.mask[indices, :width],
+                             self.generation_logprobs[indices, :width], self.advantages[indices],
+                             self.rewards[indices])
 
 
 def flatten_completion(message_log: LLMMessageLogType) -> FlatCompletion:

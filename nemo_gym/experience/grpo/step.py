@@ -1,9 +1,13 @@
 """One GRPO optimizer step on a training batch: micro-batched forward/backward, then one optimizer step.
 
-The trainer's log-probs of the batch's own token ids are computed in the same forward pass as the loss; before the
-step they measure how well training and generation agree (`token_mult_prob_error`, against the engine's
-log-probs). As the old policy of the ratio the step uses the generation log-probs (the policy that actually
-sampled the tokens), so the clip also bounds how far an off-policy (older) completion can move the new policy.
+The trainer's log-probs of the batch's own token ids are computed in the same forward pass as the loss; they measure
+how well training and generation agree (`token_mult_prob_error`, against the engine's log-probs). As the old policy
+of the ratio the step uses the generation log-probs (the policy that actually sampled the tokens), so the clip also
+bounds how far an off-policy (older) completion can move the new policy.
+
+A completion whose advantage is 0 (every completion of a group scored alike) adds exactly nothing to the loss or its
+gradient, so it is not run at all: the step's gradient is the same, at the cost of the completions that carry
+signal only (early in training most groups score all 0).
 """
 
 from dataclasses import dataclass
@@ -31,30 +35,42 @@ def grpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: T
               max_grad_norm: Optional[float] = 1.0) -> StepMetrics:
     """Accumulate the clipped loss over micro-batches of `micro_batch_size` sequences (each normalized by the
     whole batch's generated-token count, so the sum is the batch's token-level mean), clip the gradient norm,
-    step. Metrics are token-weighted over the whole batch."""
+    step. The loss is the whole batch's; the other metrics are token-weighted over the completions trained on (every
+    completion, without a gradient and with no optimizer step, when no advantage is nonzero)."""
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be at least 1, got {micro_batch_size}")
     tokens = batch.num_generated_tokens
     if tokens == 0:
         raise ValueError("the batch has no generated tokens to train on")
+    signal = batch.advantages != 0
+    learns = bool(signal.any())
+    trained = batch.select(signal.nonzero().flatten() if learns else torch.arange(len(batch.lengths)))
+    trained_tokens = trained.num_generated_tokens
     device = next(model.parameters()).device
     model.train()
     optimizer.zero_grad(set_to_none=True)
     loss_sum = error_sum = ratio_sum = clipped_sum = 0.0
-    for start in range(0, len(batch.lengths), micro_batch_size):
-        micro = batch.rows(start, start + micro_batch_size)
-        mask = micro.mask.to(device)
-        generation = micro.generation_logprobs.to(device)
-        logprobs = sequence_logprobs(model, micro.input_ids.to(device), micro.lengths.to(device))
-        result = clipped_pg_loss(logprobs, generation, micro.advantages.to(device), mask, clip_eps, num_tokens=tokens)
-        result.loss.backward()
-        with torch.no_grad():
-            error_sum += float(masked_mean(torch.exp((logprobs - generation).abs() * mask), mask, tokens))
-        loss_sum += float(result.loss.detach())
-        ratio_sum += result.probs_ratio
-        clipped_sum += result.clipped_fraction
+    with torch.set_grad_enabled(learns):
+        for start in range(0, len(trained.lengths), micro_batch_size):
+            micro = trained.rows(start, start + micro_batch_size)
+            mask = micro.mask.to(device)
+            generation = micro.generation_logprobs.to(device)
+            logprobs = sequence_logprobs(model, micro.input_ids.to(device), micro.lengths.to(device),
+                                         first_position=micro.first_generated_position)
+            result = clipped_pg_loss(logprobs, generation, micro.advantages.to(device), mask, clip_eps,
+                                     num_tokens=tokens)
+            if learns:
+                result.loss.backward()
+            with torch.no_grad():
+                error_sum += float(masked_mean(torch.exp((logprobs - generation).abs() * mask), mask, trained_tokens))
+            loss_sum += float(result.loss.detach())
+            # clipped_pg_loss normalized these by the whole batch's tokens: reweight to the trained tokens' mean
+            ratio_sum += result.probs_ratio * tokens / trained_tokens
+            clipped_sum += result.clipped_fraction * tokens / trained_tokens
+    model.eval()
+    if not learns:
+        return StepMetrics(loss_sum, error_sum, ratio_sum, clipped_sum, 0.0, tokens)
     parameters = [p for p in model.parameters() if p.grad is not None]
     norm = torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm if max_grad_norm is not None else float("inf"))
     optimizer.step()
-    model.eval()
     return StepMetrics(loss_sum, error_sum, ratio_sum, clipped_sum, float(norm), tokens)

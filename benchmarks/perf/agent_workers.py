@@ -1,0 +1,88 @@
+"""One agent process against several: the full stack (collector -> simple_agent -> vllm_model -> instant stub chat
+model, weather environment) with the agent's `workers` setting at 1 and at 2, in one run, alternating.
+
+    .venv/bin/python -m benchmarks.perf.agent_workers [--rows 4000] [--concurrency 256] [--rounds 2] [--quick]
+
+Per setting: rollouts/s, CPU-ms per rollout of the whole stack (collector and every server), and the agent's share
+of it with the CPU-ms of each agent process (the agent is the hottest process of the stack: the one more workers
+relieve). How much two workers can give depends on free cores: the results file records the core count, and on a
+machine with fewer cores than the stack has busy processes the stack's other processes compete for the same cores.
+Writes benchmarks/results/agent_workers.json.
+"""
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+
+from benchmarks.perf.harness import WEATHER_AGENT, Stack, run_collector, weather_stack, write_rows
+from benchmarks.perf.results import load_average, recording
+from nemo_gym.server.launch import SPEC_ENV
+
+WORKERS_KEY = f"{WEATHER_AGENT}.responses_api_agents.simple_agent.workers"
+
+
+def agent_cpu_s(stack: Stack) -> dict[int, float]:
+    """CPU seconds so far of each process serving the weather agent (its launcher and its workers), by pid."""
+    out = {}
+    for proc in psutil.Process(stack.popen.pid).children(recursive=True):
+        try:
+            spec = proc.environ().get(SPEC_ENV)
+            if spec and orjson.loads(spec)["name"] == WEATHER_AGENT:
+                times = proc.cpu_times()
+                out[proc.pid] = times.user + times.system
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return out
+
+
+def measure_setting(work: Path, workers: int, inputs: Path, concurrency: int, rounds: int) -> dict[str, Any]:
+    runs = []
+    with weather_stack(work / f"stack_{workers}", overrides=(f"+{WORKERS_KEY}={workers}",)) as stack:
+        run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / f"warmup_{workers}.jsonl", WEATHER_AGENT,
+                      64)
+        for index in range(rounds):
+            before = agent_cpu_s(stack)
+            load = load_average()
+            result = run_collector(stack, inputs, work / f"out_{workers}_{index}.jsonl", WEATHER_AGENT, concurrency)
+            after = agent_cpu_s(stack)
+            rollouts = result["succeeded"]
+            per_process = sorted(1000 * (after[pid] - before.get(pid, 0.0)) / rollouts for pid in after)
+            runs.append({"rollouts_per_s": result["rollouts_per_s"], "cpu_ms_per_rollout": result["cpu_ms_per_rollout"],
+                         "agent_cpu_ms_per_rollout_by_process": [round(ms, 3) for ms in per_process],
+                         "agent_share_of_cpu": round(sum(per_process) / result["cpu_ms_per_rollout"], 3),
+                         "rollouts": rollouts, "load_average_at_start": load, "load_average_at_end": load_average()})
+            print(f"workers {workers}, round {index}: {result['rollouts_per_s']:.0f}/s, "
+                  f"{result['cpu_ms_per_rollout']:.2f} cpu-ms/rollout, agent processes {runs[-1]['agent_cpu_ms_per_rollout_by_process']} "
+                  f"cpu-ms/rollout, load {load}", flush=True)
+    best = max(runs, key=lambda r: r["rollouts_per_s"])
+    return {"workers": workers, "runs": runs, "best_rollouts_per_s": best["rollouts_per_s"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=4000)
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=2, help="collections per setting (the best one counts)")
+    parser.add_argument("--quick", action="store_true", help="500 rows, one round, results under quick/")
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.rounds = 500, 1
+    with recording("agent_workers", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ng_workers_") as tmp:
+        work = Path(tmp)
+        inputs = write_rows(work / "weather.jsonl", args.rows)
+        settings = {workers: measure_setting(work, workers, inputs, args.concurrency, args.rounds)
+                    for workers in (1, 2)}
+        ratio = round(settings[2]["best_rollouts_per_s"] / settings[1]["best_rollouts_per_s"], 3)
+        print(f"2 workers / 1 worker: {ratio}x rollouts/s", flush=True)
+        recorder.write({"two_workers_over_one": ratio},
+                       {"settings": {"rows": args.rows, "concurrency": args.concurrency, "rounds": args.rounds,
+                                     "stack": "collector -> simple_agent -> vllm_model -> instant stub, weather"},
+                        "one_worker": settings[1], "two_workers": settings[2]})
+
+
+if __name__ == "__main__":
+    main()
