@@ -145,7 +145,7 @@ def agent_workers(r: Report) -> str:
         return failed
     s = r["settings"]
     out = [f"Source: {source(r)}.", "",
-           "| agent processes | rollouts/s | cpu-ms/rollout (whole stack) | agent cpu-ms/rollout, each process | "
+           "| agent processes | rollouts/s | cpu-ms/rollout (whole stack) | agent cpu-ms/rollout, each process (the launcher first) | "
            "agent share of the CPU | load at start |", "|---|---|---|---|---|---|"]
     for key in ("one_worker", "two_workers"):
         setting = r[key]
