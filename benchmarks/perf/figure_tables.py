@@ -140,6 +140,21 @@ def http_clients(r: Report) -> str:
             f"{s['rounds']} alternating rounds. Source: {source(r)}.")
 
 
+def fresh_clone(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    out = [f"Source: {source(r)}.", "",
+           "| ref | commit | `bash scripts/main.sh`, s | install (`scripts/setup.sh`), s | main job, s | load at end |",
+           "|---|---|---|---|---|---|"]
+    out += [f"| {run['ref']} | {run['commit']} | {_n(run['wall_s'])} | {_n(run['install_s'])} | "
+            f"{_n(run['main_job_s'])} | {run['load_average_at_end']} |" for run in r["runs"]]
+    first, last = r["runs"][0], r["runs"][-1]
+    out += ["", f"On a fresh clone, {last['ref']} takes **{r['ratios']['last_vs_first_wall']:.2f}x** the time of "
+                f"{first['ref']} ({first['commit']}), one after the other in one run, {r['settings']['limit']} "
+                f"rollouts each."]
+    return "\n".join(out)
+
+
 def agent_workers(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
@@ -328,5 +343,6 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "grpo_learning": ("grpo_learning", grpo_learning),
     "grpo_vs_trl": ("grpo_vs_trl", grpo_vs_trl),
     "agent_workers": ("agent_workers", agent_workers),
+    "fresh_clone": ("fresh_clone", fresh_clone),
     "grpo_async_vs_sync": ("grpo_async_vs_sync", grpo_async_vs_sync),
 }
