@@ -149,9 +149,9 @@ def fresh_clone(r: Report) -> str:
     out += [f"| {run['ref']} | {run['commit']} | {_n(run['wall_s'])} | {_n(run['install_s'])} | "
             f"{_n(run['main_job_s'])} | {run['load_average_at_end']} |" for run in r["runs"]]
     first, last = r["runs"][0], r["runs"][-1]
-    out += ["", f"On a fresh clone, {last['ref']} takes **{r['ratios']['last_vs_first_wall']:.2f}x** the time of "
-                f"{first['ref']} ({first['commit']}), one after the other in one run, {r['settings']['limit']} "
-                f"rollouts each."]
+    out += ["", f"On a fresh clone, {last['ref']} ({last['commit']}) takes **{r['ratios']['last_vs_first_wall']:.2f}x** "
+                f"the time of {first['ref']}, one after the other in one run, {r['settings']['limit']} rollouts each "
+                f"(goal at most 0.5)."]
     return "\n".join(out)
 
 
