@@ -7,7 +7,7 @@ Each renderer takes a loaded results file and returns the block's text; `readme_
 import json
 from typing import Any, Callable
 
-from benchmarks.perf.results import RESULTS_DIR
+from benchmarks.perf.results import RESULTS_DIR, loaded_at_start
 
 Report = dict[str, Any]
 
@@ -35,8 +35,10 @@ def source(report: Report) -> str:
     flags = m.get("cpu_flags")
     bf16 = ("bf16 flags not recorded" if flags is None else
             "with native bf16" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "without native bf16")
+    loaded = (f" (**loaded**: above its {m['cores']} cores, so other work had them; rerun before relying on its "
+              f"rates)" if loaded_at_start(m) else "")
     return (f"`benchmarks/results/{report['benchmark']}.json`, from `{report['command']}` on {m['cores']} cores of "
-            f"{m['cpu']} ({bf16}), load average {m['load_average_at_start']} at the start")
+            f"{m['cpu']} ({bf16}), load average {m['load_average_at_start']} at the start{loaded}")
 
 
 def _failed(report: Report) -> str | None:

@@ -1,7 +1,7 @@
 """The one results writer: every benchmark writes `benchmarks/results/<name>.json` through `recording(...)`.
 
 A results file holds the benchmark's name and status, the command that made it, the machine (CPU model and flags,
-cores, memory, load average at the start, package versions, the commit measured), the ratios against the baseline
+cores, memory, load average at the start and at the end, package versions, the commit measured), the ratios against the baseline
 measured in the same run (first, because on a shared machine a ratio says more than a rate), then the raw numbers.
 A run whose rollouts failed is written with `status: failed` and no figures: it is a failure, not a rate.
 """
@@ -34,6 +34,13 @@ class BenchmarkFailed(RuntimeError):
 
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def loaded_at_start(machine: dict[str, Any]) -> bool:
+    """Whether the one-minute load average at the start was above the core count: other work then had the cores,
+    and the run's rates say more about that work than about what was measured (rerun it)."""
+    cores = machine.get("cores")
+    return bool(cores) and float(machine["load_average_at_start"].split()[0]) > cores
 
 
 def _version(package: str) -> str | None:
@@ -89,9 +96,14 @@ class Recorder:
         self.machine = machine_info()
         self.command = " ".join(["python", "-m", f"benchmarks.perf.{name}", *sys.argv[1:]])
         self._started = time.monotonic()
+        if loaded_at_start(self.machine):
+            print(f"warning: load average {self.machine['load_average_at_start']} is above the "
+                  f"{self.machine['cores']} cores: the results file and the docs will say this run was loaded",
+                  file=sys.stderr, flush=True)
 
     def write(self, ratios: dict[str, Any], figures: dict[str, Any], status: str = "ok") -> Path:
-        report = {"benchmark": self.name, "status": status, "command": self.command, "machine": self.machine,
+        machine = {**self.machine, "load_average_at_end": load_average()}
+        report = {"benchmark": self.name, "status": status, "command": self.command, "machine": machine,
                   "wall_s": round(time.monotonic() - self._started, 1), "ratios": ratios, **figures}
         self.output.parent.mkdir(parents=True, exist_ok=True)
         self.output.write_text(json.dumps(report, indent=2) + "\n")

@@ -7,7 +7,8 @@ from typing import Iterator
 
 import pytest
 
-from benchmarks.perf.results import BenchmarkFailed, recording
+from benchmarks.perf.figure_tables import source
+from benchmarks.perf.results import BenchmarkFailed, loaded_at_start, recording
 
 
 @pytest.fixture(autouse=True)
@@ -40,3 +41,16 @@ def test_a_failed_run_is_written_as_failed_without_figures(error: Exception, tmp
             raise error
     report = json.loads(output.read_text())
     assert report["status"] == "failed" and str(error) in report["error"] and report["ratios"] == {}
+
+
+def test_a_run_started_above_the_core_count_is_marked_loaded_in_its_file_and_the_docs(tmp_path: Path) -> None:
+    output = tmp_path / "bench.json"
+    with recording("bench", output=output) as recorder:
+        recorder.write({}, {})
+    machine = json.loads(output.read_text())["machine"]
+    assert len(machine["load_average_at_end"].split()) == 3
+    report = {"benchmark": "bench", "command": "python -m benchmarks.perf.bench",
+              "machine": {**machine, "cores": 2, "load_average_at_start": "2.50 1.00 1.00"}}
+    assert loaded_at_start(report["machine"]) and "**loaded**: above its 2 cores" in source(report)
+    report["machine"]["load_average_at_start"] = "1.90 3.00 3.00"  # the one-minute figure is the start's
+    assert not loaded_at_start(report["machine"]) and "loaded" not in source(report)
