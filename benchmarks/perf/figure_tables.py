@@ -302,7 +302,7 @@ def grpo_vs_trl(r: Report) -> str:
     return "\n".join([
         f"Source: {source(r)}; load average {r['load_average_at_end']} at the end.", "",
         f"A {s['budget_s']:.0f} s budget each, {s['prompts_per_step']} prompts x {s['generations_per_prompt']} "
-        f"completions a step (lr {s['learning_rate']}, {s['model']}): ours ({s.get('ours_mode', 'async')}) ran "
+        f"completions a step (lr {s['learning_rate']}, {s['model']}): ours ({s['ours_mode']}) ran "
         f"{len(r['ours']['steps'])} steps, TRL "
         f"{len(r['trl']['steps'])}. TRL's final training reward (mean of its last {reach['window_steps']} steps) is "
         f"{reach['trl_final_reward']}; ours {ratio}. Held-out mean reward on {s['held_out_rows']} rows, one "

@@ -35,7 +35,7 @@ def _results() -> dict[str, Any]:
     return {"benchmark": "grpo_vs_trl", "status": "ok", "command": "python -m benchmarks.perf.grpo_vs_trl",
             "machine": {"cores": 2, "cpu": "a CPU", "load_average_at_start": "0.10 0.20 0.30"},
             "load_average_at_end": "1.00 1.00 1.00",
-            "settings": {"prompts_per_step": 4, "generations_per_prompt": 8, "budget_s": 40.0, "learning_rate": 1e-5,
+            "settings": {"ours_mode": "synchronous", "prompts_per_step": 4, "generations_per_prompt": 8, "budget_s": 40.0, "learning_rate": 1e-5,
                          "model": "SmolLM2-135M-Instruct, float32", "held_out_rows": 30},
             "reach": reach(OURS, TRL, window=3), "held_out": {"start": held, "ours": held, "trl": held},
             "ours": {"steps": OURS}, "trl": {"steps": TRL}}
@@ -46,5 +46,5 @@ def test_the_figure_and_the_docs_block_are_rendered_from_a_results_dict(tmp_path
     render(_results(), png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     block = grpo_vs_trl(_results())
-    assert "**0.2x** TRL's time" in block and "ours ran 3 steps, TRL 4" in block
+    assert "**0.2x** TRL's time" in block and "ours (synchronous) ran 3 steps, TRL 4" in block
     assert "img/grpo_vs_trl.png" in block
