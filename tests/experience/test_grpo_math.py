@@ -237,3 +237,16 @@ def test_a_batch_without_any_signal_moves_nothing_and_still_measures_agreement()
     assert torch.equal(model.table, TABLE) and model.table.grad is None
     assert metrics.grad_norm == 0.0 and metrics.loss == 0.0
     assert metrics.token_mult_prob_error == pytest.approx(1.0, abs=1e-6) and metrics.generated_tokens == 5
+
+
+def test_a_micro_batch_whose_completions_generated_nothing_adds_nothing_and_does_not_fail() -> None:
+    def log(ids: list[int], generated: list[float]) -> list[dict]:
+        return [_message("user", ids[:1]), _message("assistant", ids[1:], generated)]
+
+    # the second completion's turn produced no token (no room left, say), yet its group's rewards differ
+    batch = training_batch([_group([1.0, 0.0], [log([0, 1, 1], [LOG(0.25), LOG(0.8)]), log([2], [])])], pad_token_id=0)
+    whole, micro = LearnableBigram(), LearnableBigram()
+    grpo_step(whole, torch.optim.SGD(whole.parameters(), lr=0.1), batch, 2, max_grad_norm=None)
+    metrics = grpo_step(micro, torch.optim.SGD(micro.parameters(), lr=0.1), batch, 1, max_grad_norm=None)
+    assert torch.allclose(micro.table, whole.table, atol=1e-6) and not torch.allclose(micro.table, TABLE)
+    assert metrics.generated_tokens == 2 and metrics.token_mult_prob_error == pytest.approx(1.0, abs=1e-6)

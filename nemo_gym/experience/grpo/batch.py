@@ -39,8 +39,10 @@ class TrainingBatch:
 
     @property
     def first_generated_position(self) -> int:
-        """The first position any sequence of the batch generated a token at."""
-        return int(self.mask.any(dim=0).nonzero()[0])
+        """The first position any sequence of the batch generated a token at; the width when none did (a turn
+        can end with no token generated), so that nothing is scored."""
+        generated = self.mask.any(dim=0).nonzero()
+        return int(generated[0]) if len(generated) else self.mask.shape[1]
 
     def rows(self, start: int, stop: int) -> "TrainingBatch":
         """Sequences [start, stop), trimmed to their longest one (a micro-batch)."""
