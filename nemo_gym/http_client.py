@@ -7,6 +7,7 @@ guessing at it.
 """
 
 import asyncio
+import resource
 from typing import Any, AsyncIterable, Awaitable, Callable
 
 import aiohttp
@@ -47,6 +48,14 @@ def _transport_failure(exc: BaseException, url: str) -> RequestFailed:
     return RequestFailed(kind, f"{type(exc).__name__} calling {url}: {exc}", url=url)
 
 
+def allow_open_files_up_to_hard_limit() -> None:
+    """Raise this process's soft limit on open files to its hard limit: at 1,024 rollouts in flight a server holds
+    more sockets than the usual soft limit (1,024) allows, and would fail with EMFILE."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if resource.RLIM_INFINITY not in (soft, hard) and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 class HttpClient:
     """An async JSON-over-HTTP client with one connection pool per process (aiohttp underneath).
 
@@ -69,6 +78,7 @@ class HttpClient:
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        allow_open_files_up_to_hard_limit()  # every process of the stack makes one, before it takes connections
 
     def _client(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()

@@ -1,12 +1,13 @@
-"""One agent process against several: the full stack (collector -> simple_agent -> vllm_model -> instant stub chat
-model, weather environment) with the agent's `workers` setting at 1 and at 2, in one run, alternating.
+"""One process per server against several: the full stack (collector -> simple_agent -> vllm_model -> instant stub
+chat model, weather environment) with the `workers` setting of its stateless servers (the agent and the model
+server) at 1, 2, ... processes, one setting after the other in one run.
 
-    .venv/bin/python -m benchmarks.perf.agent_workers [--rows 4000] [--concurrency 256] [--rounds 2] [--quick]
+    .venv/bin/python -m benchmarks.perf.agent_workers [--workers 1,2] [--rows 4000] [--concurrency 256] [--rounds 2]
 
-Per setting: rollouts/s, CPU-ms per rollout of the whole stack (collector and every server), and the agent's share
-of it with the CPU-ms of each agent process (the agent is the hottest process of the stack: the one more workers
-relieve). How much two workers can give depends on free cores: the results file records the core count, and on a
-machine with fewer cores than the stack has busy processes the stack's other processes compete for the same cores.
+Per setting: rollouts/s, CPU-ms per rollout of the whole stack (collector and every server) and of each server, and
+the CPU-ms of each agent process (the agent is the hottest process of the stack: the one more workers relieve). How
+much more workers can give depends on free cores: the results file records the core count, and on a machine with
+fewer cores than the stack has busy processes the stack's other processes compete for the same cores.
 Writes benchmarks/results/agent_workers.json.
 """
 
@@ -22,7 +23,9 @@ from benchmarks.perf.harness import WEATHER_AGENT, Stack, run_collector, weather
 from benchmarks.perf.results import load_average, recording
 from nemo_gym.server.launch import SPEC_ENV
 
-WORKERS_KEY = f"{WEATHER_AGENT}.responses_api_agents.simple_agent.workers"
+# The stack's stateless servers: the agent, and the model server in front of the stub.
+WORKERS_KEYS = (f"{WEATHER_AGENT}.responses_api_agents.simple_agent.workers",
+                "policy_model.responses_api_models.vllm_model.workers")
 
 
 def agent_cpu_s(stack: Stack) -> dict[int, float]:
@@ -41,7 +44,8 @@ def agent_cpu_s(stack: Stack) -> dict[int, float]:
 
 def measure_setting(work: Path, workers: int, inputs: Path, concurrency: int, rounds: int) -> dict[str, Any]:
     runs = []
-    with weather_stack(work / f"stack_{workers}", overrides=(f"+{WORKERS_KEY}={workers}",)) as stack:
+    overrides = tuple(f"+{key}={workers}" for key in WORKERS_KEYS)
+    with weather_stack(work / f"stack_{workers}", overrides=overrides) as stack:
         run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / f"warmup_{workers}.jsonl", WEATHER_AGENT,
                       64)
         for index in range(rounds):
@@ -54,6 +58,7 @@ def measure_setting(work: Path, workers: int, inputs: Path, concurrency: int, ro
             runs.append({"rollouts_per_s": result["rollouts_per_s"], "cpu_ms_per_rollout": result["cpu_ms_per_rollout"],
                          "agent_cpu_ms_per_rollout_by_process": [round(ms, 3) for ms in per_process],
                          "agent_share_of_cpu": round(sum(per_process) / result["cpu_ms_per_rollout"], 3),
+                         "cpu_ms_per_rollout_by_server": result["cpu_ms_per_rollout_by_process"],
                          "rollouts": rollouts, "load_average_at_start": load, "load_average_at_end": load_average()})
             print(f"workers {workers}, round {index}: {result['rollouts_per_s']:.0f}/s, "
                   f"{result['cpu_ms_per_rollout']:.2f} cpu-ms/rollout, agent processes {runs[-1]['agent_cpu_ms_per_rollout_by_process']} "
@@ -64,6 +69,7 @@ def measure_setting(work: Path, workers: int, inputs: Path, concurrency: int, ro
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", default="1,2", help="worker counts to measure, the first is the baseline")
     parser.add_argument("--rows", type=int, default=4000)
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=2, help="collections per setting (the best one counts)")
@@ -74,14 +80,17 @@ def main() -> None:
     with recording("agent_workers", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ng_workers_") as tmp:
         work = Path(tmp)
         inputs = write_rows(work / "weather.jsonl", args.rows)
-        settings = {workers: measure_setting(work, workers, inputs, args.concurrency, args.rounds)
-                    for workers in (1, 2)}
-        ratio = round(settings[2]["best_rollouts_per_s"] / settings[1]["best_rollouts_per_s"], 3)
-        print(f"2 workers / 1 worker: {ratio}x rollouts/s", flush=True)
-        recorder.write({"two_workers_over_one": ratio},
-                       {"settings": {"rows": args.rows, "concurrency": args.concurrency, "rounds": args.rounds,
+        counts = [int(n) for n in args.workers.split(",")]
+        settings = [measure_setting(work, workers, inputs, args.concurrency, args.rounds) for workers in counts]
+        base = settings[0]["best_rollouts_per_s"]
+        ratios = {f"{s['workers']}_workers_over_{counts[0]}": round(s["best_rollouts_per_s"] / base, 3)
+                  for s in settings[1:]}
+        print(", ".join(f"{key}: {ratio}x rollouts/s" for key, ratio in ratios.items()), flush=True)
+        recorder.write(ratios,
+                       {"settings": {"workers": counts, "rows": args.rows, "concurrency": args.concurrency,
+                                     "rounds": args.rounds, "servers_with_workers": list(WORKERS_KEYS),
                                      "stack": "collector -> simple_agent -> vllm_model -> instant stub, weather"},
-                        "one_worker": settings[1], "two_workers": settings[2]})
+                        "by_workers": settings})
 
 
 if __name__ == "__main__":

@@ -87,11 +87,12 @@ def main() -> None:
     parser.add_argument("--concurrency", default="64,256,1024")
     parser.add_argument("--throughput-rows", type=int, default=10000, help="rows of each throughput run")
     parser.add_argument("--rss-rows", default="10000,200000", help="row counts of the full-stack RSS runs")
-    parser.add_argument("--instant-rows", default="10000,1000000", help="row counts of the instant-agent RSS runs")
+    parser.add_argument("--instant-rows", default="10000,1000000",
+                        help="row counts of the instant-agent RSS runs ('' for none)")
     args = parser.parse_args()
     tp_rows = 2000 if args.quick else args.throughput_rows
     rss_rows = [2000, 10000] if args.quick else [int(n) for n in args.rss_rows.split(",")]
-    instant_rows = [] if args.quick else [int(n) for n in args.instant_rows.split(",")]
+    instant_rows = [] if args.quick else [int(n) for n in args.instant_rows.split(",") if n]
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     print(f"{'benchmark':<40} {'figure':>24}", flush=True)
     with recording("collector", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ng_bench_") as tmp:

@@ -15,6 +15,7 @@ import psutil
 import yaml
 
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed
+from nemo_gym.server.launch import SPEC_ENV
 from nemo_gym.server.ng_run_process import ng_run_process
 from nemo_gym.server.supervisor import free_port
 
@@ -72,6 +73,21 @@ class Stack:
             total += times.user + times.system
         return total
 
+    def cpu_s_by_server(self) -> dict[str, float]:
+        """CPU seconds so far of each server of the stack (a server's launcher and worker processes together), by
+        server name; `ng_run` itself (and the head server it runs) under "ng_run"."""
+        root = psutil.Process(self.popen.pid)
+        out: dict[str, float] = {}
+        for proc in (root, *root.children(recursive=True)):
+            try:
+                spec = proc.environ().get(SPEC_ENV)
+                times = proc.cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            name = orjson.loads(spec)["name"] if spec else "ng_run"
+            out[name] = out.get(name, 0.0) + times.user + times.system
+        return out
+
 
 @contextmanager
 def ng_run(workdir: Path, config: dict[str, Any], config_paths: tuple[str, ...] = (), overrides: tuple[str, ...] = (),
@@ -121,13 +137,14 @@ def run_collector(stack: Stack, input_path: Path, output_path: Path, agent: str,
         *extra,
     ]
     log_path = output_path.with_suffix(".collector.log")
-    started, servers_cpu = time.monotonic(), stack.cpu_s()
+    started, servers_cpu, by_server = time.monotonic(), stack.cpu_s(), stack.cpu_s_by_server()
     with open(log_path, "wb") as log:
         proc = subprocess.run(
             [sys.executable, "-m", "benchmarks.perf.collector_child", *args],
             cwd=stack.workdir, stdout=subprocess.PIPE, stderr=log, env=_env(), timeout=timeout_s,
         )
     wall, servers_cpu = time.monotonic() - started, stack.cpu_s() - servers_cpu
+    by_server = {name: cpu_s - by_server.get(name, 0.0) for name, cpu_s in stack.cpu_s_by_server().items()}
     lines = [line for line in proc.stdout.decode().splitlines() if line.startswith(RESULT_PREFIX)]
     if proc.returncode != 0 or not lines:
         raise BenchmarkFailed(f"collector failed ({proc.returncode}):\n{proc.stdout.decode()[-2000:]}\n"
@@ -137,5 +154,9 @@ def run_collector(stack: Stack, input_path: Path, output_path: Path, agent: str,
         raise BenchmarkFailed(f"{result['failed']} of {result['succeeded'] + result['failed']} rollouts failed "
                               f"(see {output_path.name}'s failures file); a rate over them would mean nothing")
     rollouts = max(1, result["succeeded"] + result["failed"])
-    cpu_ms = 1000 * (servers_cpu + result.pop("cpu_s")) / rollouts
-    return {**result, "wall_s": round(wall, 2), "cpu_ms_per_rollout": round(cpu_ms, 3)}
+    collector_cpu_s = result.pop("cpu_s")
+    cpu_ms = 1000 * (servers_cpu + collector_cpu_s) / rollouts
+    by_process = {"collector": collector_cpu_s, **by_server}
+    return {**result, "wall_s": round(wall, 2), "cpu_ms_per_rollout": round(cpu_ms, 3),
+            "cpu_ms_per_rollout_by_process": {name: round(1000 * cpu_s / rollouts, 3)
+                                              for name, cpu_s in sorted(by_process.items(), key=lambda kv: -kv[1])}}

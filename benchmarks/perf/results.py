@@ -53,6 +53,8 @@ def _version(package: str) -> str | None:
 
 
 def _commit() -> str | None:
+    if given := os.environ.get("NEMO_GYM_BENCH_COMMIT"):  # a copy of the tree without .git (another machine)
+        return given
     try:
         out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, timeout=10)

@@ -15,6 +15,8 @@ from nemo_gym.config.servers import ServerSpec
 from nemo_gym.errors import ConfigError
 from nemo_gym.resources_servers.number_guess.app import NumberGuessResourcesServer
 from nemo_gym.responses_api_agents.simple_agent.app import SimpleAgent
+from nemo_gym.responses_api_models.local_vllm_model.app import LocalVLLMModelServer
+from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
 from nemo_gym.server.base import default_workers, server_settings
 from nemo_gym.server.launch import SPEC_ENV
 from nemo_gym.server.supervisor import free_port
@@ -96,3 +98,4 @@ def test_a_stateless_server_defaults_to_half_the_cores_and_others_to_one() -> No
     assert agent.worker_count == default_workers(len(os.sched_getaffinity(0)))
     game = NumberGuessResourcesServer(ServerSpec("game", "resources_servers", "number_guess", {}))
     assert game.worker_count == 1
+    assert VLLMModelServer.stateless and not LocalVLLMModelServer.stateless

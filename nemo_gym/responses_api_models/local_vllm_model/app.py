@@ -81,6 +81,7 @@ class LocalVLLMModelServer(VLLMModelServer):
     """Owns one vLLM subprocess on a free loopback port and serves through it."""
 
     Settings = LocalVLLMModelSettings
+    stateless = False  # each process would start a vLLM of its own
 
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         super().__init__(spec, head_url)

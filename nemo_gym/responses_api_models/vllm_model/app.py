@@ -87,6 +87,8 @@ class VLLMModelServer(BaseServer):
     """Converts Responses requests to Chat Completions and back; a rollout's calls stick to one replica."""
 
     Settings = VLLMModelSettings
+    # Replicas are picked by a hash of the session id and `_closing` is a memo each process rebuilds.
+    stateless = True
 
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         super().__init__(spec, head_url)
