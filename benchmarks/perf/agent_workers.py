@@ -1,6 +1,6 @@
 """One process per server against several: the full stack (collector -> simple_agent -> vllm_model -> instant stub
 chat model, weather environment) with the `workers` setting of its stateless servers (the agent and the model
-server) at 1, 2, ... processes, one setting after the other in one run.
+server) at 1, 2, ... processes, every stack up at once and the rounds taken in turn, in one run.
 
     .venv/bin/python -m benchmarks.perf.agent_workers [--workers 1,2] [--rows 4000] [--concurrency 256] [--rounds 2]
 
@@ -13,6 +13,7 @@ Writes benchmarks/results/agent_workers.json.
 
 import argparse
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -42,29 +43,42 @@ def agent_cpu_s(stack: Stack) -> dict[int, float]:
     return out
 
 
-def measure_setting(work: Path, workers: int, inputs: Path, concurrency: int, rounds: int) -> dict[str, Any]:
-    runs = []
-    overrides = tuple(f"+{key}={workers}" for key in WORKERS_KEYS)
-    with weather_stack(work / f"stack_{workers}", overrides=overrides) as stack:
-        run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / f"warmup_{workers}.jsonl", WEATHER_AGENT,
-                      64)
+def measure_round(stack: Stack, work: Path, workers: int, index: int, inputs: Path,
+                  concurrency: int) -> dict[str, Any]:
+    before = agent_cpu_s(stack)
+    load = load_average()
+    result = run_collector(stack, inputs, work / f"out_{workers}_{index}.jsonl", WEATHER_AGENT, concurrency)
+    after = agent_cpu_s(stack)
+    rollouts = result["succeeded"]
+    per_process = sorted(1000 * (after[pid] - before.get(pid, 0.0)) / rollouts for pid in after)
+    run = {"rollouts_per_s": result["rollouts_per_s"], "cpu_ms_per_rollout": result["cpu_ms_per_rollout"],
+           "agent_cpu_ms_per_rollout_by_process": [round(ms, 3) for ms in per_process],
+           "agent_share_of_cpu": round(sum(per_process) / result["cpu_ms_per_rollout"], 3),
+           "cpu_ms_per_rollout_by_server": result["cpu_ms_per_rollout_by_process"],
+           "rollouts": rollouts, "load_average_at_start": load, "load_average_at_end": load_average()}
+    print(f"workers {workers}, round {index}: {result['rollouts_per_s']:.0f}/s, {result['cpu_ms_per_rollout']:.2f} "
+          f"cpu-ms/rollout, agent processes {run['agent_cpu_ms_per_rollout_by_process']} cpu-ms/rollout, load {load}",
+          flush=True)
+    return run
+
+
+def measure(work: Path, counts: list[int], inputs: Path, concurrency: int, rounds: int) -> list[dict[str, Any]]:
+    """Every setting's stack up at once, and the rounds taken in turn (1, 2, 1, 2, ...): a machine whose speed
+    drifts during the run (a shared host) then skews every setting alike."""
+    runs: dict[int, list[dict[str, Any]]] = {workers: [] for workers in counts}
+    with ExitStack() as stacks:
+        started = {}
+        for workers in counts:
+            overrides = tuple(f"+{key}={workers}" for key in WORKERS_KEYS)
+            stack = started[workers] = stacks.enter_context(weather_stack(work / f"stack_{workers}",
+                                                                          overrides=overrides))
+            run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / f"warmup_{workers}.jsonl",
+                          WEATHER_AGENT, 64)
         for index in range(rounds):
-            before = agent_cpu_s(stack)
-            load = load_average()
-            result = run_collector(stack, inputs, work / f"out_{workers}_{index}.jsonl", WEATHER_AGENT, concurrency)
-            after = agent_cpu_s(stack)
-            rollouts = result["succeeded"]
-            per_process = sorted(1000 * (after[pid] - before.get(pid, 0.0)) / rollouts for pid in after)
-            runs.append({"rollouts_per_s": result["rollouts_per_s"], "cpu_ms_per_rollout": result["cpu_ms_per_rollout"],
-                         "agent_cpu_ms_per_rollout_by_process": [round(ms, 3) for ms in per_process],
-                         "agent_share_of_cpu": round(sum(per_process) / result["cpu_ms_per_rollout"], 3),
-                         "cpu_ms_per_rollout_by_server": result["cpu_ms_per_rollout_by_process"],
-                         "rollouts": rollouts, "load_average_at_start": load, "load_average_at_end": load_average()})
-            print(f"workers {workers}, round {index}: {result['rollouts_per_s']:.0f}/s, "
-                  f"{result['cpu_ms_per_rollout']:.2f} cpu-ms/rollout, agent processes {runs[-1]['agent_cpu_ms_per_rollout_by_process']} "
-                  f"cpu-ms/rollout, load {load}", flush=True)
-    best = max(runs, key=lambda r: r["rollouts_per_s"])
-    return {"workers": workers, "runs": runs, "best_rollouts_per_s": best["rollouts_per_s"]}
+            for workers in counts:
+                runs[workers].append(measure_round(started[workers], work, workers, index, inputs, concurrency))
+    return [{"workers": workers, "runs": runs[workers],
+             "best_rollouts_per_s": max(run["rollouts_per_s"] for run in runs[workers])} for workers in counts]
 
 
 def main() -> None:
@@ -81,7 +95,7 @@ def main() -> None:
         work = Path(tmp)
         inputs = write_rows(work / "weather.jsonl", args.rows)
         counts = [int(n) for n in args.workers.split(",")]
-        settings = [measure_setting(work, workers, inputs, args.concurrency, args.rounds) for workers in counts]
+        settings = measure(work, counts, inputs, args.concurrency, args.rounds)
         base = settings[0]["best_rollouts_per_s"]
         ratios = {f"{s['workers']}_workers_over_{counts[0]}": round(s["best_rollouts_per_s"] / base, 3)
                   for s in settings[1:]}
