@@ -23,8 +23,9 @@ from benchmarks.perf.results import REPO_ROOT, results_path
 BENCHMARKS: dict[str, tuple[str, bool]] = {
     "collector": ("full stack on an instant model: rollouts/s at 64/256/1024 concurrent, collector peak RSS "
                   "10k vs 200k rows and 10k vs 1M rows, resume scan", False),
-    "agent_workers": ("full stack on an instant model: the agent with 2 worker processes vs 1, rollouts/s and "
-                      "CPU-ms per rollout", False),
+    "agent_workers": ("full stack on an instant model: the agent and the model server with 2 (or more) worker "
+                      "processes vs 1, rollouts/s and CPU-ms per rollout of each server", False),
+    "viewer": ("ng_view on 10k and 1M rows: time to the first page on first open and reopen, peak RSS", False),
     "aggregate": ("aggregation time and peak RSS, 100k vs 1M rollouts, one file vs 4 shards", False),
     "http_clients": ("agent->model call at 1024 concurrent: aiohttp (ours) vs httpx", False),
     "nemo_gym_reference": ("NeMo Gym 0.4.0 vs nemo_gym on the same stub model, environment, rows, concurrency", False),

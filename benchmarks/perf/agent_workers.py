@@ -17,12 +17,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import orjson
-import psutil
-
-from benchmarks.perf.harness import WEATHER_AGENT, Stack, run_collector, weather_stack, write_rows
+from benchmarks.perf.harness import WEATHER_AGENT, Stack, process_cpu_s, run_collector, weather_stack, write_rows
 from benchmarks.perf.results import load_average, recording
-from nemo_gym.server.launch import SPEC_ENV
 
 # The stack's stateless servers: the agent, and the model server in front of the stub.
 WORKERS_KEYS = (f"{WEATHER_AGENT}.responses_api_agents.simple_agent.workers",
@@ -31,16 +27,8 @@ WORKERS_KEYS = (f"{WEATHER_AGENT}.responses_api_agents.simple_agent.workers",
 
 def agent_cpu_s(stack: Stack) -> dict[int, float]:
     """CPU seconds so far of each process serving the weather agent (its launcher and its workers), by pid."""
-    out = {}
-    for proc in psutil.Process(stack.popen.pid).children(recursive=True):
-        try:
-            spec = proc.environ().get(SPEC_ENV)
-            if spec and orjson.loads(spec)["name"] == WEATHER_AGENT:
-                times = proc.cpu_times()
-                out[proc.pid] = times.user + times.system
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return out
+    return {pid: cpu_s for pid, name in stack.server_pids().items()
+            if name == WEATHER_AGENT and (cpu_s := process_cpu_s(pid)) is not None}
 
 
 def measure_round(stack: Stack, work: Path, workers: int, index: int, inputs: Path,

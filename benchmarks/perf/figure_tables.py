@@ -19,7 +19,7 @@ def load(name: str) -> Report:
     report = json.loads(path.read_text())
     if not isinstance(report, dict) or not {"benchmark", "status", "command", "machine"} <= report.keys():
         raise ValueError(f"{path} was not written by benchmarks.perf.results: run `python -m benchmarks.perf {name}`")
-    return report
+    return {**report, "results_file": f"benchmarks/results/{name}.json"}
 
 
 def _n(x: float, digits: int = 0) -> str:
@@ -37,7 +37,8 @@ def source(report: Report) -> str:
             "with native bf16" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "without native bf16")
     loaded = (f" (**loaded**: above its {m['cores']} cores, so other work had them; rerun before relying on its "
               f"rates)" if loaded_at_start(m) else "")
-    return (f"`benchmarks/results/{report['benchmark']}.json`, from `{report['command']}` on {m['cores']} cores of "
+    where = report.get("results_file", f"benchmarks/results/{report['benchmark']}.json")
+    return (f"`{where}`, from `{report['command']}` on {m['cores']} cores of "
             f"{m['cpu']} ({bf16}), load average {m['load_average_at_start']} at the start{loaded}")
 
 
@@ -95,16 +96,41 @@ def glance(_: Report) -> str:
                               "[docs/performance.md](docs/performance.md) has them all.")
 
 
+def _concurrency_ratios(r: Report) -> tuple[int, dict[str, float], dict[str, float]]:
+    """The first concurrency, and each one's best rollouts/s and its CPU-ms per rollout against it."""
+    rate_key = next(key for key in r["ratios"] if key.startswith("rollouts_per_s_vs_"))
+    base = int(rate_key.removeprefix("rollouts_per_s_vs_").removesuffix("_concurrent"))
+    return base, r["ratios"][rate_key], r["ratios"].get(f"cpu_ms_per_rollout_vs_{base}_concurrent", {})
+
+
+ROLES = ("collector", "example_single_tool_call_simple_agent", "policy_model", "example_single_tool_call", "stub_chat")
+
+
+def _by_role(by_process: dict[str, float]) -> list[float]:
+    """CPU-ms per rollout of the benchmark stack's processes in a fixed order: collector, agent, model server,
+    environment, stub model."""
+    return [by_process.get(role, 0.0) for role in ROLES]
+
+
 def collector(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
+    base, rates, cpu = _concurrency_ratios(r)
+    best = max((row for row in r["throughput"] if row["concurrency"] == base), key=lambda row: row["rollouts_per_s"])
+    by_process = "cpu_ms_per_rollout_by_process" in r["throughput"][0]
     out = [f"Source: {source(r)}.", "",
-           "| full stack, instant model | rollouts/s | vs 64 concurrent | cpu-ms/rollout | load |",
-           "|---|---|---|---|---|"]
+           f"| full stack, instant model | rollouts/s | vs best at {base} | cpu-ms/rollout |"
+           + (" of which collector / agent / model server / environment / stub |" if by_process else "") + " load |",
+           "|---|---|---|---|" + ("---|" if by_process else "") + "---|"]
     for row in r["throughput"]:
-        ratio = r["ratios"]["rollouts_per_s_vs_64_concurrent"][str(row["concurrency"])]
-        out.append(f"| {row['concurrency']} concurrent, {_n(row['succeeded'])} rows | {_n(row['rollouts_per_s'])} | "
-                   f"{ratio:.2f}x | {row['cpu_ms_per_rollout']:.2f} | {row['load_average']} |")
+        cells = [f"{row['concurrency']} concurrent, {_n(row['succeeded'])} rows", _n(row["rollouts_per_s"]),
+                 f"{row['rollouts_per_s'] / best['rollouts_per_s']:.2f}x", f"{row['cpu_ms_per_rollout']:.2f}"]
+        if by_process:
+            cells.append(" / ".join(f"{ms:.2f}" for ms in _by_role(row["cpu_ms_per_rollout_by_process"])))
+        out.append("| " + " | ".join([*cells, row["load_average"]]) + " |")
+    line = ", ".join(f"{c}: **{rates[c]:.2f}x** rollouts/s" + (f", {cpu[c]:.2f}x CPU-ms per rollout" if c in cpu else "")
+                     for c in rates if int(c) != base)
+    out += ["", f"Best run of each concurrency against the best at {base} in flight: {line}."]
     out += ["", "| collector peak RSS (VmHWM) | rows | peak RSS | vs smallest | rollouts/s | load |",
             "|---|---|---|---|---|---|"]
     for label, key in (("full stack", "full_stack_rss"), ("instant test agent", "instant_agent_rss")):
@@ -162,17 +188,46 @@ def agent_workers(r: Report) -> str:
         return failed
     s = r["settings"]
     out = [f"Source: {source(r)}.", "",
-           "| agent processes | rollouts/s | cpu-ms/rollout (whole stack) | agent cpu-ms/rollout, each process (the launcher first) | "
-           "agent share of the CPU | load at start |", "|---|---|---|---|---|---|"]
-    for key in ("one_worker", "two_workers"):
-        setting = r[key]
-        for run in setting["runs"]:
-            each = " + ".join(f"{ms:.2f}" for ms in run["agent_cpu_ms_per_rollout_by_process"])
-            out.append(f"| {setting['workers']} | {_rate(run['rollouts_per_s'])} | {run['cpu_ms_per_rollout']:.2f} | "
-                       f"{each} | {run['agent_share_of_cpu']:.0%} | {run['load_average_at_start']} |")
-    out += ["", f"Two agent workers / one: **{r['ratios']['two_workers_over_one']:.2f}x** rollouts/s "
-                f"({_n(s['rows'])} rows at {s['concurrency']} in flight, best of {s['rounds']} per setting, "
-                f"{r['machine']['cores']} cores shared by every process of the stack)."]
+           "| workers (agent and model server) | round | rollouts/s | cpu-ms/rollout (whole stack) | of which collector / "
+           "agent / model server / environment / stub | agent cpu-ms/rollout, each process (the launcher first) | "
+           "load at start |", "|---|---|---|---|---|---|---|"]
+    rows = [(setting, index, run) for setting in r["by_workers"] for index, run in enumerate(setting["runs"])]
+    for setting, index, run in sorted(rows, key=lambda row: (row[1], row[0]["workers"])):
+        each = " + ".join(f"{ms:.2f}" for ms in run["agent_cpu_ms_per_rollout_by_process"])
+        roles = " / ".join(f"{ms:.2f}" for ms in _by_role(run["cpu_ms_per_rollout_by_server"]))
+        out.append(f"| {setting['workers']} | {index + 1} | {_rate(run['rollouts_per_s'])} | "
+                   f"{run['cpu_ms_per_rollout']:.2f} | {roles} | {each} | {run['load_average_at_start']} |")
+    base = s["workers"][0]
+    ratios = ", ".join(f"{workers} workers: **{r['ratios'][f'{workers}_workers_over_{base}']:.2f}x**"
+                       for workers in s["workers"][1:])
+    out += ["", f"Best round of each setting over the best with {base} worker: {ratios} rollouts/s "
+                f"({_n(s['rows'])} rows at {s['concurrency']} in flight, {s['rounds']} rounds taken in turn, "
+                f"{r['machine']['cores']} cores for every process of the stack)."]
+    return "\n".join(out)
+
+
+def viewer(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    small, large = r["runs"][0], r["runs"][-1]
+    sizes = f"{_n(small['rows'])} rows ({small['file_mb']:.0f} MB) | {_n(large['rows'])} rows ({large['file_mb']:.0f} MB)"
+
+    def line(label: str, phase: str, figure: str, unit: str, ratio: bool = True) -> str:
+        a, b = small[phase][figure], large[phase][figure]
+        return f"| {label} | {a} {unit} | {b} {unit} | " + (f"{b / a:.2f} |" if ratio else "|")
+
+    requests = [("a page sorted by reward", "sorted_by_reward_desc"), ("a reward filter", "filter_reward_0"),
+                ("a deep page", "deep_page"), ("text search matching nothing (reads every row)",
+                                               "text_search_no_match")]
+    out = [f"Source: {source(r)}.", "", f"| | {sizes} | largest / smallest |", "|---|---|---|---|",
+           line("first open (builds the index): wall time to the first page", "cold", "time_to_first_page_s", "s"),
+           line("first open: CPU seconds to the first page", "cold", "cpu_s_to_first_page", "s"),
+           line("reopen (index reused): wall time to the first page", "warm", "time_to_first_page_s", "s"),
+           line("peak RSS, first open", "cold", "peak_rss_mb", "MB"),
+           line("peak RSS, reopen and one of each request", "warm", "peak_rss_mb", "MB")]
+    out += [f"| reopen: {label} | {small['warm']['request_s'][key]} s | {large['warm']['request_s'][key]} s | |"
+            for label, key in requests]
+    out += ["", f"Load average at the start of each size: {small['load_average']} and {large['load_average']}."]
     return "\n".join(out)
 
 
@@ -345,6 +400,9 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "grpo_learning": ("grpo_learning", grpo_learning),
     "grpo_vs_trl": ("grpo_vs_trl", grpo_vs_trl),
     "agent_workers": ("agent_workers", agent_workers),
+    "agent_workers_16_cores": ("16_cores/agent_workers", agent_workers),
+    "collector_16_cores": ("16_cores/collector", collector),
+    "viewer": ("viewer", viewer),
     "fresh_clone": ("fresh_clone", fresh_clone),
     "grpo_async_vs_sync": ("grpo_async_vs_sync", grpo_async_vs_sync),
 }

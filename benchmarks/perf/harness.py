@@ -73,20 +73,35 @@ class Stack:
             total += times.user + times.system
         return total
 
-    def cpu_s_by_server(self) -> dict[str, float]:
-        """CPU seconds so far of each server of the stack (a server's launcher and worker processes together), by
-        server name; `ng_run` itself (and the head server it runs) under "ng_run"."""
+    def server_pids(self) -> dict[int, str]:
+        """Every process of the stack, by pid: the server it serves (its launcher and workers alike), or "ng_run"."""
         root = psutil.Process(self.popen.pid)
-        out: dict[str, float] = {}
+        out = {}
         for proc in (root, *root.children(recursive=True)):
             try:
                 spec = proc.environ().get(SPEC_ENV)
-                times = proc.cpu_times()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            name = orjson.loads(spec)["name"] if spec else "ng_run"
-            out[name] = out.get(name, 0.0) + times.user + times.system
+            out[proc.pid] = orjson.loads(spec)["name"] if spec else "ng_run"
         return out
+
+    def cpu_s_by_server(self) -> dict[str, float]:
+        """CPU seconds so far of each server of the stack (a server's launcher and worker processes together), by
+        server name; `ng_run` itself (and the head server it runs) under "ng_run"."""
+        out: dict[str, float] = {}
+        for pid, name in self.server_pids().items():
+            if (cpu_s := process_cpu_s(pid)) is not None:
+                out[name] = out.get(name, 0.0) + cpu_s
+        return out
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user and system) used so far by process `pid`; None once it has exited."""
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.NoSuchProcess:
+        return None
+    return times.user + times.system
 
 
 @contextmanager
@@ -128,9 +143,9 @@ def instant_agent_stack(workdir: Path) -> Iterator[Stack]:
 
 
 def run_collector(stack: Stack, input_path: Path, output_path: Path, agent: str, concurrency: int,
-                  *extra: str, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Run the real collector in a subprocess; its summary, wall time, peak RSS (VmHWM) and the CPU time per
-    rollout of the collector plus all servers."""
+                  *extra: str, timeout_s: float = 1800.0, wrapper: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run the real collector in a subprocess (under `wrapper`, a command that runs the one after it: a profiler);
+    its summary, wall time, peak RSS (VmHWM) and the CPU time per rollout of the collector plus all servers."""
     args = [
         f"+head_server_url={stack.head_url}", f"+agent_name={agent}", f"+input_jsonl_fpath={input_path}",
         f"+output_jsonl_fpath={output_path}", f"+num_samples_in_parallel={concurrency}", "+disable_aggregation=true",
@@ -140,7 +155,7 @@ def run_collector(stack: Stack, input_path: Path, output_path: Path, agent: str,
     started, servers_cpu, by_server = time.monotonic(), stack.cpu_s(), stack.cpu_s_by_server()
     with open(log_path, "wb") as log:
         proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.perf.collector_child", *args],
+            [*wrapper, sys.executable, "-m", "benchmarks.perf.collector_child", *args],
             cwd=stack.workdir, stdout=subprocess.PIPE, stderr=log, env=_env(), timeout=timeout_s,
         )
     wall, servers_cpu = time.monotonic() - started, stack.cpu_s() - servers_cpu

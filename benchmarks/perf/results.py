@@ -43,6 +43,18 @@ def loaded_at_start(machine: dict[str, Any]) -> bool:
     return bool(cores) and float(machine["load_average_at_start"].split()[0]) > cores
 
 
+def wait_for_idle_cores(timeout_s: float = float(os.environ.get("NEMO_GYM_BENCH_IDLE_WAIT_S", 300))) -> None:
+    """Wait (up to `timeout_s`) until the one-minute load average is at most the core count. A benchmark run just
+    after another starts under the load that one left, which takes a minute or so to decay."""
+    cores, deadline, said = os.cpu_count() or 1, time.monotonic() + timeout_s, False
+    while os.getloadavg()[0] > cores and time.monotonic() < deadline:
+        if not said:
+            print(f"load average {load_average()} is above the {cores} cores: waiting up to {timeout_s:.0f} s for "
+                  f"it to fall", file=sys.stderr, flush=True)
+            said = True
+        time.sleep(5)
+
+
 def _version(package: str) -> str | None:
     for name in (package, f"{package}-cpu"):
         try:
@@ -93,8 +105,10 @@ def results_path(name: str, quick: bool = False) -> Path:
 class Recorder:
     """Started when the benchmark starts (the machine and its load are taken then); writes the file at the end."""
 
-    def __init__(self, name: str, output: Path) -> None:
+    def __init__(self, name: str, output: Path, wait_for_idle: bool = True) -> None:
         self.name, self.output = name, output
+        if wait_for_idle:
+            wait_for_idle_cores()
         self.machine = machine_info()
         self.command = " ".join(["python", "-m", f"benchmarks.perf.{name}", *sys.argv[1:]])
         self._started = time.monotonic()
@@ -118,7 +132,8 @@ def recording(name: str, quick: bool = False, output: Path | None = None) -> Ite
     """Run a benchmark's body: signals stop it cleanly (every `finally` runs); a BenchmarkFailed (exit 1) or any
     other exception is written as a failed result, never as figures."""
     exit_on_signals()
-    recorder = Recorder(name, output or results_path(name, quick))
+    # Figures the docs quote wait for idle cores; smoke runs and tests' own outputs do not.
+    recorder = Recorder(name, output or results_path(name, quick), wait_for_idle=output is None and not quick)
     try:
         yield recorder
     except BenchmarkFailed as failure:

@@ -16,7 +16,6 @@ the largest size against the smallest.
 """
 
 import argparse
-import importlib.metadata
 import os
 import random
 import signal
@@ -31,10 +30,9 @@ import httpx
 import orjson
 import psutil
 
-from benchmarks.perf.harness import REPO_ROOT, machine_info, write_results
+from benchmarks.perf.results import REPO_ROOT, load_average, recording
 from nemo_gym.server.supervisor import free_port
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "viewer.json"
 WINDOW = 64
 CITIES = ("Paris", "Tokyo", "New York", "Sydney", "Cairo", "Lima")
 REQUESTS = {
@@ -128,36 +126,37 @@ def serve_and_measure(path: Path, index_dir: Path, rows: int, timed: bool) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 1_000_000])
+    parser.add_argument("--quick", action="store_true", help="1,000 and 20,000 rows, results under quick/")
     args = parser.parse_args()
-    machine = machine_info()
-    machine["versions"].update({name: importlib.metadata.version(name)
-                                for name in ("numpy", "orjson", "starlette", "uvicorn")})
-    runs = []
-    for size in args.sizes:
-        with tempfile.TemporaryDirectory(prefix="ng_view_bench_") as tmp:
-            path = Path(tmp) / f"rollouts_{size}.jsonl"
-            started = time.perf_counter()
-            write_run(path, size)
-            mb = round(path.stat().st_size / 1e6, 1)
-            print(f"{size} rows: wrote {mb} MB in {time.perf_counter() - started:.1f} s", flush=True)
-            cold = serve_and_measure(path, Path(tmp) / "index", size, timed=False)
-            warm = serve_and_measure(path, Path(tmp) / "index", size, timed=True)
-            run = {"rows": size, "file_mb": mb, "cold": cold, "warm": warm}
-            print(orjson.dumps(run).decode(), flush=True)
-            runs.append(run)
-    small, large = runs[0], runs[-1]
-    def ratio(phase: str, figure: str) -> float:
-        return round(large[phase][figure] / small[phase][figure], 2)
+    sizes = [1_000, 20_000] if args.quick else args.sizes
+    with recording("viewer", args.quick) as recorder:
+        runs = []
+        for size in sizes:
+            with tempfile.TemporaryDirectory(prefix="ng_view_bench_") as tmp:
+                path = Path(tmp) / f"rollouts_{size}.jsonl"
+                started = time.perf_counter()
+                write_run(path, size)
+                mb = round(path.stat().st_size / 1e6, 1)
+                print(f"{size} rows: wrote {mb} MB in {time.perf_counter() - started:.1f} s", flush=True)
+                load = load_average()
+                cold = serve_and_measure(path, Path(tmp) / "index", size, timed=False)
+                warm = serve_and_measure(path, Path(tmp) / "index", size, timed=True)
+                run = {"rows": size, "file_mb": mb, "cold": cold, "warm": warm, "load_average": load}
+                print(orjson.dumps(run).decode(), flush=True)
+                runs.append(run)
+        small, large = runs[0], runs[-1]
 
-    ratios = {"rows": large["rows"] / small["rows"],
-              "cold_time_to_first_page": ratio("cold", "time_to_first_page_s"),
-              "cold_cpu_to_first_page": ratio("cold", "cpu_s_to_first_page"),
-              "warm_time_to_first_page": ratio("warm", "time_to_first_page_s"),
-              "cold_peak_rss": ratio("cold", "peak_rss_mb"), "warm_peak_rss": ratio("warm", "peak_rss_mb")}
-    write_results(RESULTS, "benchmarks.perf.viewer", machine,
-                  {"ratio_largest_vs_smallest": ratios, "runs": runs})
+        def ratio(phase: str, figure: str) -> float:
+            return round(large[phase][figure] / small[phase][figure], 2)
+
+        recorder.write({"rows": large["rows"] / small["rows"],
+                        "cold_time_to_first_page": ratio("cold", "time_to_first_page_s"),
+                        "cold_cpu_to_first_page": ratio("cold", "cpu_s_to_first_page"),
+                        "warm_time_to_first_page": ratio("warm", "time_to_first_page_s"),
+                        "cold_peak_rss": ratio("cold", "peak_rss_mb"), "warm_peak_rss": ratio("warm", "peak_rss_mb")},
+                       {"runs": runs})
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ def _listening(proc: psutil.Process) -> bool:
 def _start(command: list[str], results_dir: Path, servers: int, timeout_s: float = 180) -> tuple[subprocess.Popen,
                                                                                                   set[int]]:
     """Start `command` and wait until `servers` of its descendants listen; return it and every descendant pid."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "NEMO_GYM_BENCH_RESULTS_DIR": str(results_dir)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "NEMO_GYM_BENCH_RESULTS_DIR": str(results_dir),
+           "NEMO_GYM_BENCH_IDLE_WAIT_S": "0"}
     popen = subprocess.Popen([sys.executable, "-m", *command], cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
     deadline = time.monotonic() + timeout_s
