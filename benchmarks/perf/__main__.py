@@ -25,6 +25,8 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
                   "10k vs 200k rows and 10k vs 1M rows, resume scan", False),
     "agent_workers": ("full stack on an instant model: the agent and the model server with 2 (or more) worker "
                       "processes vs 1, rollouts/s and CPU-ms per rollout of each server", False),
+    "cpu_profile": ("full stack on an instant model at 64/256/1024 in flight: CPU-ms per rollout of each process "
+                    "and, with py-spy, by library", False),
     "viewer": ("ng_view on 10k and 1M rows: time to the first page on first open and reopen, peak RSS", False),
     "aggregate": ("aggregation time and peak RSS, 100k vs 1M rollouts, one file vs 4 shards", False),
     "http_clients": ("agent->model call at 1024 concurrent: aiohttp (ours) vs httpx", False),

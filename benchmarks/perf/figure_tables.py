@@ -231,6 +231,35 @@ def viewer(r: Report) -> str:
     return "\n".join(out)
 
 
+def cpu_profile(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    rounds = r["rounds"]
+    first, last = rounds[0], rounds[-1]
+    names = list(last["processes"])
+    out = [f"Source: {source(r)}.", "",
+           "| process | " + " | ".join(f"cpu-ms/rollout at {x['concurrency']}" for x in rounds)
+           + f" | {last['concurrency']} / {first['concurrency']} |", "|---|" + "---|" * (len(rounds) + 1)]
+    for name in names:
+        cells = [f"{x['processes'].get(name, {}).get('cpu_ms_per_rollout', 0.0):.3f}" for x in rounds]
+        base = first["processes"].get(name, {}).get("cpu_ms_per_rollout")
+        ratio = f"{last['processes'][name]['cpu_ms_per_rollout'] / base:.2f}x" if base else "-"
+        out.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+    out.append("| whole stack | " + " | ".join(f"{x['cpu_ms_per_rollout']:.3f}" for x in rounds)
+               + f" | {last['cpu_ms_per_rollout'] / first['cpu_ms_per_rollout']:.2f}x |")
+    out += ["", "| rollouts/s | " + " | ".join(_rate(x["rollouts_per_s"]) for x in rounds) + " | |", "",
+            f"Samples by the library running (py-spy, innermost Python frame), at {first['concurrency']} and "
+            f"{last['concurrency']} in flight:", "",
+            f"| process | at {first['concurrency']} | at {last['concurrency']} |", "|---|---|---|"]
+    for name in names:
+        cells = []
+        for x in (first, last):
+            shares = x["processes"].get(name, {}).get("by_library", {})
+            cells.append(", ".join(f"{lib} {share:.0%}" for lib, share in list(shares.items())[:4]) or "-")
+        out.append(f"| {name} | {cells[0]} | {cells[1]} |")
+    return "\n".join(out)
+
+
 def nemo_gym_reference(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
@@ -403,6 +432,7 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "agent_workers_16_cores": ("16_cores/agent_workers", agent_workers),
     "collector_16_cores": ("16_cores/collector", collector),
     "viewer": ("viewer", viewer),
+    "cpu_profile": ("cpu_profile", cpu_profile),
     "fresh_clone": ("fresh_clone", fresh_clone),
     "grpo_async_vs_sync": ("grpo_async_vs_sync", grpo_async_vs_sync),
 }

@@ -1,0 +1,148 @@
+"""Where a rollout's CPU goes, by process and by library: the full stack (collector -> simple_agent -> vllm_model ->
+instant stub chat model, weather environment) at each concurrency, with py-spy sampling every process of it, the
+collector too, while the collector runs.
+
+    .venv/bin/python -m benchmarks.perf.cpu_profile [--concurrency 64,256,1024] [--rows 10000] [--top 6]
+
+Needs py-spy (`pip install 'nemo_gym[profile]'`) and leave to trace processes (root, or kernel.yama.ptrace_scope 0).
+Per concurrency and process: CPU-ms per rollout (from the OS, as in the other benchmarks), then py-spy's samples
+of it (idle threads are not sampled, so samples follow CPU time) split by the library whose code was running (the
+innermost Python frame's package: a C extension's time counts for the Python code that called it) and its
+functions with the most samples of their own. Writes benchmarks/results/cpu_profile.json.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from benchmarks.perf.harness import WEATHER_AGENT, Stack, run_collector, weather_stack, write_rows
+from benchmarks.perf.results import BenchmarkFailed, load_average, recording
+
+RATE_HZ = 200
+_PROCESS = re.compile(r"process (\d+):")
+_FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
+
+
+def library_of(path: str) -> str:
+    """The package a source file belongs to: `aiohttp`, `asyncio`, `nemo_gym/server`, ... ("?" when unknown)."""
+    parts = Path(path).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            rest = parts[parts.index(marker) + 1:]
+            return rest[0].removesuffix(".py") if rest else "?"
+    for top in ("nemo_gym", "benchmarks"):
+        if top in parts:
+            rest = parts[parts.index(top):]
+            return "/".join(rest[:2]).removesuffix(".py")
+    for index, part in enumerate(parts):
+        if part.startswith("python3") and index + 1 < len(parts):
+            return parts[index + 1].removesuffix(".py")  # the standard library
+    return "?"
+
+
+def parse_raw(text: str) -> dict[int | None, tuple[Counter, Counter]]:
+    """py-spy's raw (collapsed) output: per process (None when the stacks name none), samples by library and by
+    function of the innermost frame."""
+    out: dict[int | None, tuple[Counter, Counter]] = {}
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        # With --subprocesses a stack starts with the chain of processes down to the sampled one.
+        processes = [int(match.group(1)) for frame in frames if (match := _PROCESS.match(frame))]
+        pid = processes[-1] if processes else None
+        leaf = _FRAME.match(frames[-1]) if len(frames) > len(processes) else None
+        libraries, functions = out.setdefault(pid, (Counter(), Counter()))
+        if leaf is None:
+            libraries["?"] += int(count)
+            functions[frames[-1]] += int(count)
+            continue
+        library = library_of(leaf["file"])
+        libraries[library] += int(count)
+        functions[f"{leaf['function']} ({library})"] += int(count)
+    return out
+
+
+def _shares(counter: Counter, top: int | None = None) -> dict[str, float]:
+    total = sum(counter.values()) or 1
+    return {name: round(count / total, 3) for name, count in counter.most_common(top)}
+
+
+def _py_spy() -> str:
+    found = shutil.which("py-spy")
+    if found is None:
+        raise BenchmarkFailed("py-spy is not installed: pip install 'nemo_gym[profile]'")
+    return found
+
+
+def profile_round(stack: Stack, work: Path, inputs: Path, concurrency: int, top: int) -> dict[str, Any]:
+    py_spy = _py_spy()
+    servers_out, collector_out = work / f"servers_{concurrency}.txt", work / f"collector_{concurrency}.txt"
+    names = stack.server_pids()
+    record = [py_spy, "record", "--rate", str(RATE_HZ), "--format", "raw", "--nonblocking", "--full-filenames"]
+    sampler = subprocess.Popen([*record, "--subprocesses", "--pid", str(stack.popen.pid), "--output", str(servers_out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        load = load_average()
+        result = run_collector(stack, inputs, work / f"out_{concurrency}.jsonl", WEATHER_AGENT, concurrency,
+                               wrapper=(*record, "--output", str(collector_out), "--"))
+    finally:
+        os.killpg(sampler.pid, signal.SIGINT)  # py-spy writes its output when interrupted
+        _, err = sampler.communicate(timeout=120)
+    if not servers_out.exists() or not collector_out.exists():
+        raise BenchmarkFailed(f"py-spy wrote no profile (can it trace processes here?): {err.decode()[-1000:]}")
+    by_server: dict[str, tuple[Counter, Counter]] = {}
+    for pid, (libraries, functions) in parse_raw(servers_out.read_text()).items():
+        name = names.get(pid, "ng_run") if pid is not None else "ng_run"
+        into = by_server.setdefault(name, (Counter(), Counter()))
+        into[0].update(libraries)
+        into[1].update(functions)
+    by_server["collector"] = next(iter(parse_raw(collector_out.read_text()).values()), (Counter(), Counter()))
+    processes = {}
+    for name, cpu_ms in result["cpu_ms_per_rollout_by_process"].items():
+        libraries, functions = by_server.get(name, (Counter(), Counter()))
+        processes[name] = {"cpu_ms_per_rollout": cpu_ms, "samples": sum(libraries.values()),
+                           "by_library": _shares(libraries, top), "top_functions": _shares(functions, top)}
+    print(f"{concurrency} in flight: {result['rollouts_per_s']:.0f}/s, {result['cpu_ms_per_rollout']:.2f} cpu-ms/rollout "
+          f"(" + ", ".join(f"{name} {p['cpu_ms_per_rollout']:.2f}" for name, p in processes.items()) + ")", flush=True)
+    return {"concurrency": concurrency, "rollouts_per_s": result["rollouts_per_s"],
+            "cpu_ms_per_rollout": result["cpu_ms_per_rollout"], "load_average_at_start": load,
+            "processes": processes}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--concurrency", default="64,256,1024")
+    parser.add_argument("--rows", type=int, default=10000)
+    parser.add_argument("--top", type=int, default=6, help="libraries and functions kept per process")
+    parser.add_argument("--quick", action="store_true", help="2,000 rows at 64 and 1024, results under quick/")
+    args = parser.parse_args()
+    concurrencies = [64, 1024] if args.quick else [int(c) for c in args.concurrency.split(",")]
+    rows = 2000 if args.quick else args.rows
+    with recording("cpu_profile", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ng_profile_") as tmp:
+        work = Path(tmp)
+        inputs = write_rows(work / "weather.jsonl", rows)
+        with weather_stack(work / "stack") as stack:
+            run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / "warmup.jsonl.out", WEATHER_AGENT, 64)
+            rounds = [profile_round(stack, work, inputs, concurrency, args.top) for concurrency in concurrencies]
+        first, last = rounds[0], rounds[-1]
+        ratios = {f"cpu_ms_per_rollout_{last['concurrency']}_vs_{first['concurrency']}": {
+            name: round(process["cpu_ms_per_rollout"] / first["processes"][name]["cpu_ms_per_rollout"], 3)
+            for name, process in last["processes"].items()
+            if first["processes"].get(name, {}).get("cpu_ms_per_rollout")}}
+        recorder.write(ratios, {"settings": {"rows": rows, "concurrency": concurrencies, "rate_hz": RATE_HZ,
+                                             "stack": "collector -> simple_agent -> vllm_model -> instant stub, "
+                                                      "weather"},
+                                "rounds": rounds})
+
+
+if __name__ == "__main__":
+    main()
