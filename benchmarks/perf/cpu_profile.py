@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -77,7 +78,9 @@ def _shares(counter: Counter, top: int | None = None) -> dict[str, float]:
 
 
 def _py_spy() -> str:
-    found = shutil.which("py-spy")
+    # pip puts it beside this interpreter, which need not be on PATH (.venv/bin/python -m ...)
+    beside = Path(sys.executable).parent / "py-spy"
+    found = str(beside) if beside.is_file() else shutil.which("py-spy")
     if found is None:
         raise BenchmarkFailed("py-spy is not installed: pip install 'nemo_gym[profile]'")
     return found

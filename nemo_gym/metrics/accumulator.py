@@ -15,7 +15,7 @@ from collections import Counter
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import orjson
@@ -87,12 +87,25 @@ class AgentAccumulator:
             if n >= _BLOCK_ROWS:
                 self._flush()
                 n = 0
-        columns = self._columns
         usage = row.get(RESPONSE)
         usage = usage.get(USAGE) if type(usage) is dict else None
         if type(usage) is dict and usage:  # token counts are fields of the rollout, as NeMo Gym counts them
-            row = {**row, **usage}
-        for key, value in row.items():
+            if any(key in row for key in usage):
+                self._add_numbers({**row, **usage}.items(), n)  # a usage count replaces the row's own
+            else:  # the usual case, without copying the row
+                self._add_numbers(row.items(), n)
+                self._add_numbers(usage.items(), n)
+        else:
+            self._add_numbers(row.items(), n)
+        answer = row.get(EXTRACTED_ANSWER)
+        self._answers.append(-1 if answer is None else self._answer_ids.setdefault(str(answer), len(self._answer_ids)))
+        self._tasks.append(task)
+        self.rows += 1
+
+    def _add_numbers(self, items: Iterable[tuple[str, Any]], n: int) -> None:
+        """Append each numeric field of `items` to its column, the column padded with NaN up to row `n` first."""
+        columns = self._columns
+        for key, value in items:
             if type(value) in _NUMBER_TYPES:
                 column = columns.get(key)
                 if column is None:
@@ -105,10 +118,6 @@ class AgentAccumulator:
                     column.append(value)
                 except OverflowError:  # an int beyond float range
                     column.append(math.nan)
-        answer = row.get(EXTRACTED_ANSWER)
-        self._answers.append(-1 if answer is None else self._answer_ids.setdefault(str(answer), len(self._answer_ids)))
-        self._tasks.append(task)
-        self.rows += 1
 
     def _flush(self) -> None:
         """Summarise the pending block (whole tasks only: `add` flushes just before a new task starts)."""

@@ -50,9 +50,12 @@ def numbers(row: dict[str, Any]) -> tuple[float, int, int, int]:
         input_tokens = value if type(value) is int else -1
         value = usage.get("output_tokens")
         output_tokens = value if type(value) is int else -1
+    calls = 0
     items = response.get("output")
-    calls = sum(1 for item in items if type(item) is dict and item.get("type") == "function_call") if isinstance(
-        items, list) else 0
+    if type(items) is list:
+        for item in items:
+            if type(item) is dict and item.get("type") == "function_call":
+                calls += 1
     return reward_of(row), input_tokens, output_tokens, calls
 
 

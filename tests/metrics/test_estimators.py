@@ -194,3 +194,13 @@ def test_the_interval_from_counted_outcomes_equals_the_bootstrap_over_tasks(cont
     tasks = sorted(sums)
     expected = bootstrap_ci(np.array([sums[t] for t in tasks]), np.array([counts[t] for t in tasks], dtype=float))
     assert (metrics["ci95_low/reward"], metrics["ci95_high/reward"]) == pytest.approx(expected, rel=1e-12)
+
+
+def test_usage_counts_are_fields_of_the_rollout_and_replace_the_rows_own() -> None:
+    rows = [{"_ng_task_index": t, "_ng_rollout_index": 0, "reward": 1.0, "output_tokens": 999,
+             "response": {"usage": {"output_tokens": 10 + t, "input_tokens": 5}}} for t in range(3)]
+    rows.append({"_ng_task_index": 3, "_ng_rollout_index": 0, "reward": 0.0,
+                 "response": {"usage": {"output_tokens": 20, "input_tokens": 5}}})  # no field of its own
+    m = _columns(rows).finish().agent_metrics
+    assert m["max/output_tokens"] == 20 and m["min/output_tokens"] == 10  # the usage count, never the row's 999
+    assert m["mean/input_tokens"] == 5
