@@ -6,9 +6,9 @@
 """
 
 from nemo_gym.metrics.accumulator import AgentAccumulator, AgentMetrics, compact_row, iter_groups
-from nemo_gym.metrics.estimators import bootstrap_ci, k_ladder, majority_at_k, pass_at_k
+from nemo_gym.metrics.estimators import bootstrap_ci, k_ladder, majority_at_k, pass_at_k, pass_at_ks
 
 __all__ = [
     "AgentAccumulator", "AgentMetrics", "bootstrap_ci", "compact_row", "iter_groups", "k_ladder", "majority_at_k",
-    "pass_at_k",
+    "pass_at_k", "pass_at_ks",
 ]

@@ -21,7 +21,7 @@ import numpy as np
 import orjson
 
 from nemo_gym.metrics.estimators import (
-    CATEGORY_LIMIT, bootstrap_ci, bootstrap_ci_of_categories, k_ladder, majority_at_k, pass_at_k,
+    CATEGORY_LIMIT, bootstrap_ci, bootstrap_ci_of_categories, k_ladder, majority_at_k, pass_at_ks,
 )
 from nemo_gym.metrics.reference_scores import ReferenceScores
 from nemo_gym.metrics.spill import ValueFile
@@ -221,8 +221,7 @@ class AgentAccumulator:
         c = np.array([correct for (_, correct), _ in outcomes])
         tasks = np.array([count for _, count in outcomes])
         max_n = int(n.max())
-        for k in k_ladder(max_n):
-            per_outcome = pass_at_k(n, c, k)
+        for k, per_outcome in pass_at_ks(n, c, k_ladder(max_n)):
             usable = np.isfinite(per_outcome)
             used = int(tasks[usable].sum())
             result.pass_at_k[k] = float((per_outcome[usable] * tasks[usable]).sum() / used) if used else math.nan

@@ -7,6 +7,7 @@ of tasks used is reported next to each value).
 """
 
 import math
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -35,12 +36,21 @@ def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
     Only defined where n >= k; other tasks get NaN. The ratio of binomials is evaluated as the product
     prod_{i<k} (n-c-i)/(n-i), which never overflows (C(1000, 500) does not fit a float).
     """
+    return next(pass_at_ks(n, c, (k,)))[1]
+
+
+def pass_at_ks(n: np.ndarray, c: np.ndarray, ks: Iterable[int]) -> Iterator[tuple[int, np.ndarray]]:
+    """(k, `pass_at_k(n, c, k)`) for each k of the ascending `ks`, from one running product: the same numbers, bit
+    for bit, in k steps for the largest k instead of k steps for each (every k up to 1,667 took 16 s one by one)."""
     n = n.astype(np.float64)
     c = c.astype(np.float64)
     ratio = np.ones_like(n)
-    for i in range(k):
-        ratio *= np.where(n - c - i > 0, (n - c - i) / np.maximum(n - i, 1), 0.0)
-    return np.where(n >= k, 1.0 - ratio, np.nan)
+    done = 0
+    for k in ks:
+        for i in range(done, k):
+            ratio *= np.where(n - c - i > 0, (n - c - i) / np.maximum(n - i, 1), 0.0)
+        done = max(done, k)
+        yield k, np.where(n >= k, 1.0 - ratio, np.nan)
 
 
 def majority_at_k(groups: np.ndarray, positions: np.ndarray, answers: np.ndarray, rewards: np.ndarray,

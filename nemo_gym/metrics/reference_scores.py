@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from nemo_gym.metrics.estimators import pass_at_k
+from nemo_gym.metrics.estimators import pass_at_ks
 
 SCORE = "accuracy"
 
@@ -76,9 +76,10 @@ class ReferenceScores:
         out: dict[str, float] = {}
         if not self._tasks:
             return out
+        ladder = pass_at_ks(outcomes_n, outcomes_c, range(1, len(self._avg_sums) + 1))
         for k in range(1, len(self._avg_sums) + 1):
             if self.binary:
-                per_outcome = pass_at_k(outcomes_n, outcomes_c, k)
+                _, per_outcome = next(ladder)
                 usable = np.isfinite(per_outcome)
                 if outcome_tasks[usable].sum():
                     out[f"pass@{k}/{SCORE}"] = 100.0 * float(
