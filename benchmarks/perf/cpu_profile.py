@@ -103,12 +103,12 @@ def profile_round(stack: Stack, work: Path, inputs: Path, concurrency: int, top:
     if not servers_out.exists() or not collector_out.exists():
         raise BenchmarkFailed(f"py-spy wrote no profile (can it trace processes here?): {err.decode()[-1000:]}")
     by_server: dict[str, tuple[Counter, Counter]] = {}
-    for pid, (libraries, functions) in parse_raw(servers_out.read_text()).items():
+    for pid, (libraries, functions) in parse_raw(servers_out.read_text(errors="replace")).items():
         name = names.get(pid, "ng_run") if pid is not None else "ng_run"
         into = by_server.setdefault(name, (Counter(), Counter()))
         into[0].update(libraries)
         into[1].update(functions)
-    by_server["collector"] = next(iter(parse_raw(collector_out.read_text()).values()), (Counter(), Counter()))
+    by_server["collector"] = next(iter(parse_raw(collector_out.read_text(errors="replace")).values()), (Counter(), Counter()))
     processes = {}
     for name, cpu_ms in result["cpu_ms_per_rollout_by_process"].items():
         libraries, functions = by_server.get(name, (Counter(), Counter()))
