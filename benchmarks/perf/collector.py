@@ -36,7 +36,8 @@ def throughput(work: Path, rows: int, concurrencies: list[int], rounds: int) -> 
         run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / "warmup_out.jsonl", WEATHER_AGENT, 64)
         for index in range(rounds):
             for concurrency in concurrencies:
-                result = run_collector(stack, inputs, work / f"tp_{concurrency}_{index}.jsonl", WEATHER_AGENT, concurrency)
+                output = work / f"tp_{concurrency}_{index}.jsonl"
+                result = run_collector(stack, inputs, output, WEATHER_AGENT, concurrency)
                 out.append(_row(f"full stack, {concurrency} concurrent, {rows} rows",
                                 f"{result['rollouts_per_s']:.0f}/s {result['cpu_ms_per_rollout']:.2f} cpu-ms",
                                 {"concurrency": concurrency, "round": index, **result}))

@@ -108,13 +108,15 @@ def profile_round(stack: Stack, work: Path, inputs: Path, concurrency: int, top:
         into = by_server.setdefault(name, (Counter(), Counter()))
         into[0].update(libraries)
         into[1].update(functions)
-    by_server["collector"] = next(iter(parse_raw(collector_out.read_text(errors="replace")).values()), (Counter(), Counter()))
+    collector = parse_raw(collector_out.read_text(errors="replace"))
+    by_server["collector"] = next(iter(collector.values()), (Counter(), Counter()))
     processes = {}
     for name, cpu_ms in result["cpu_ms_per_rollout_by_process"].items():
         libraries, functions = by_server.get(name, (Counter(), Counter()))
         processes[name] = {"cpu_ms_per_rollout": cpu_ms, "samples": sum(libraries.values()),
                            "by_library": _shares(libraries, top), "top_functions": _shares(functions, top)}
-    print(f"{concurrency} in flight: {result['rollouts_per_s']:.0f}/s, {result['cpu_ms_per_rollout']:.2f} cpu-ms/rollout "
+    print(f"{concurrency} in flight: {result['rollouts_per_s']:.0f}/s, "
+          f"{result['cpu_ms_per_rollout']:.2f} cpu-ms/rollout "
           f"(" + ", ".join(f"{name} {p['cpu_ms_per_rollout']:.2f}" for name, p in processes.items()) + ")", flush=True)
     return {"concurrency": concurrency, "rollouts_per_s": result["rollouts_per_s"],
             "cpu_ms_per_rollout": result["cpu_ms_per_rollout"], "load_average_at_start": load,

@@ -128,8 +128,8 @@ def collector(r: Report) -> str:
         if by_process:
             cells.append(" / ".join(f"{ms:.2f}" for ms in _by_role(row["cpu_ms_per_rollout_by_process"])))
         out.append("| " + " | ".join([*cells, row["load_average"]]) + " |")
-    line = ", ".join(f"{c}: **{rates[c]:.2f}x** rollouts/s" + (f", {cpu[c]:.2f}x CPU-ms per rollout" if c in cpu else "")
-                     for c in rates if int(c) != base)
+    line = ", ".join(f"{c}: **{rates[c]:.2f}x** rollouts/s"
+                     + (f", {cpu[c]:.2f}x CPU-ms per rollout" if c in cpu else "") for c in rates if int(c) != base)
     out += ["", f"Best run of each concurrency against the best at {base} in flight: {line}."]
     out += ["", "| collector peak RSS (VmHWM) | rows | peak RSS | vs smallest | rollouts/s | load |",
             "|---|---|---|---|---|---|"]
@@ -188,8 +188,8 @@ def agent_workers(r: Report) -> str:
         return failed
     s = r["settings"]
     out = [f"Source: {source(r)}.", "",
-           "| workers (agent and model server) | round | rollouts/s | cpu-ms/rollout (whole stack) | of which collector / "
-           "agent / model server / environment / stub | agent cpu-ms/rollout, each process (the launcher first) | "
+           "| workers (agent and model server) | round | rollouts/s | cpu-ms/rollout (whole stack) | "
+           "of which collector / agent / model server / environment / stub | agent cpu-ms/rollout, each process (the launcher first) | "
            "load at start |", "|---|---|---|---|---|---|---|"]
     rows = [(setting, index, run) for setting in r["by_workers"] for index, run in enumerate(setting["runs"])]
     for setting, index, run in sorted(rows, key=lambda row: (row[1], row[0]["workers"])):
@@ -210,7 +210,8 @@ def viewer(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
     small, large = r["runs"][0], r["runs"][-1]
-    sizes = f"{_n(small['rows'])} rows ({small['file_mb']:.0f} MB) | {_n(large['rows'])} rows ({large['file_mb']:.0f} MB)"
+    sizes = (f"{_n(small['rows'])} rows ({small['file_mb']:.0f} MB) | "
+             f"{_n(large['rows'])} rows ({large['file_mb']:.0f} MB)")
 
     def line(label: str, phase: str, figure: str, unit: str, ratio: bool = True) -> str:
         a, b = small[phase][figure], large[phase][figure]
