@@ -61,10 +61,13 @@ class ViewerServer(BaseServer):
             return HTMLResponse(layout(title, body, self._nav(current), self._subtitle()), status_code=status)
         return endpoint
 
-    def _api(self, work: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    def _api(self, work: Callable[[Request], Any], locked: bool = True) -> Callable[[Request], Any]:
+        """`locked=False` for work that reads no index file (it may wait without holding up other requests)."""
         async def endpoint(request: Request) -> Response:
             try:
-                return json_response(await self._call(lambda: work(request)))
+                result = (await self._call(lambda: work(request)) if locked
+                          else await run_in_threadpool(lambda: work(request)))
+                return json_response(result)
             except NotFound as exc:
                 return error_response(404, "not_found", str(exc))
             except ViewerError as exc:
@@ -103,7 +106,6 @@ class ViewerServer(BaseServer):
              lambda r: compare_task_body(v, p(r, "task"), rollout_param(r))),
         ]
         apis = [
-            ("/api/overview", lambda r: {label: {"meta": i.meta, **i.overview()} for label, i in v.runs.items()}),
             ("/api/rows", self._api_rows),
             ("/api/task/{run}/{task:int}", lambda r: task_summaries(v.run(p(r, "run")), p(r, "task"))),
             ("/api/rollout/{run}/{task:int}/{rollout:int}", self._api_rollout),
@@ -112,6 +114,10 @@ class ViewerServer(BaseServer):
         routes = [Route(path, self._page(title, current, work), methods=["GET"])
                   for path, title, current, work in pages]
         routes += [Route(path, self._api(work), methods=["GET"]) for path, work in apis]
+        # The overview waits while the background phase computes it, so it takes no lock: the table keeps answering.
+        routes.append(Route("/api/overview", self._api(lambda r: {label: {"meta": i.meta, **i.overview()}
+                                                                  for label, i in v.runs.items()}, locked=False),
+                            methods=["GET"]))
         routes.append(Route("/static/{name}", self._static, methods=["GET"]))
         return routes
 

@@ -64,6 +64,8 @@ def _changed_summary(viewer: Viewer) -> str:
 
 def export_report(viewer: Viewer, path: Path, sample: int = DEFAULT_SAMPLE) -> Path:
     urls = AnchorUrls()
+    for index in viewer.runs.values():
+        index.overview()  # a report holds the whole overview: wait for its background phase
     parts = [overview_body(viewer, urls)]
     if viewer.comparing:
         parts.append(_changed_summary(viewer))

@@ -1,12 +1,12 @@
 """The index of one run: every rollout (and outstanding failure) in key order, with the columns the viewer filters
-and sorts on, built once and reused.
+and sorts on, built once and reused. The overview's metrics are a second phase (`overview_build`), run in the
+background once this one ends.
 
 The build is one streaming pass over the rows in key order, from the aggregation's own key index
 (`run_files.key_order.iter_unique_entries`: 40 bytes per row, sorted in memory or in runs on disk, each row read back
 by offset). Per row it keeps its location (file, byte offset, length) and a few numbers (reward, tokens, tool calls,
-agent, failure class) in a column store on disk, per task its row span and mean reward, and it feeds the metrics
-library's accumulators for the overview. Nothing is kept per row in memory, so a million-row file builds with the
-memory of a thousand-row one. Rows are read back later by `pread` of exactly their bytes.
+agent, failure class) in a column store on disk, and per task its row span and mean reward. Nothing is kept per row
+in memory, so a million-row file builds with the memory of a thousand-row one. Rows are read back later by `pread` of exactly their bytes.
 
 The index lives in a cache folder named after the files' paths, sizes and modification times: opening the same
 files again reuses it, and a file that changed gets a fresh index.
@@ -26,22 +26,18 @@ import numpy as np
 import orjson
 
 from nemo_gym.errors import InputDataError
-from nemo_gym.metrics.accumulator import AgentAccumulator
-from nemo_gym.resources_servers.metrics import headline_metrics
 from nemo_gym.run_files.failures import FailureRecord, latest_failures
 from nemo_gym.run_files.key_order import ReadStats, iter_unique_entries
-from nemo_gym.run_files.manifest import ManifestError, read_manifest
-from nemo_gym.run_files.metrics_file import metrics_heads
 from nemo_gym.run_files.paths import RunPaths
 from nemo_gym.run_files.paths import rollout_files as matching_rollout_files
 from nemo_gym.run_files.rows import line_number_at
 from nemo_gym.viewer.columns import ROW_COLUMNS, TASK_COLUMNS, ColumnStore, ColumnWriter
 from nemo_gym.viewer.errors import NotFound, ViewerError
+from nemo_gym.viewer.overview_build import OverviewJob
 from nemo_gym.viewer.row_fields import agent_of, numbers
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: the overview is computed after the index, and meta.json holds failures by agent
 META = "meta.json"
-OVERVIEW = "overview.json"
 PROGRESS_EVERY_S = 5.0
 
 
@@ -68,16 +64,8 @@ def _digest(files: list[Path]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
 
-def _manifest(rollouts: Path) -> dict[str, Any] | None:
-    """The run's manifest, or None when there is none or it is unreadable (the viewer shows what it can)."""
-    try:
-        return read_manifest(RunPaths(rollouts).manifest)
-    except (OSError, ManifestError):
-        return None
-
-
 class _Builder:
-    """The single pass: rows and failures in key order into the column stores, the tasks table and metrics."""
+    """The single pass: rows and failures in key order into the column stores and the tasks table."""
 
     def __init__(self, files: list[Path], directory: Path) -> None:
         self.files = files
@@ -86,7 +74,6 @@ class _Builder:
         self.tasks = ColumnWriter(directory, "task_", TASK_COLUMNS)
         self.agents: dict[str, int] = {}
         self.classes: dict[str, int] = {"": 0}
-        self.accumulators: dict[str, AgentAccumulator] = {}
         self.failed_by_agent: dict[str, Counter] = {}
         self.extra_files: list[Path] = []
         self._task: int | None = None
@@ -123,10 +110,6 @@ class _Builder:
         if agent is None:
             path = self.files[file_no]
             raise InputDataError(f"{path}:{line_number_at(path, offset)}: rollout row has no agent_ref.name")
-        accumulator = self.accumulators.get(agent)
-        if accumulator is None:
-            accumulator = self.accumulators[agent] = AgentAccumulator(self.directory)
-        accumulator.add(row)
         reward, input_tokens, output_tokens, tool_calls = numbers(row)
         self._task_row(task, reward, False)
         self.rows.append((task, rollout, file_no, offset, length, reward, input_tokens, output_tokens,
@@ -147,33 +130,6 @@ class _Builder:
         self.rows.close()
         self.tasks.close()
 
-    def overview(self) -> list[dict[str, Any]]:
-        """Per agent: the library's metrics over these rows (merged with the environment's from the run's
-        aggregate metrics file when the run is one file), pass@k, the reward histogram, failures by class."""
-        env = metrics_heads(RunPaths(self.files[0]).aggregate_metrics) if len(self.files) == 1 else {}
-        entries = []
-        for agent in sorted(self.agents):
-            failures = dict(self.failed_by_agent.get(agent, {}))
-            entry: dict[str, Any] = {"agent": agent, "failures_by_class": failures, "pass_at_k": {},
-                                     "histogram": [[], []], "agent_metrics": {}, "key_metrics": {},
-                                     "environment_metrics": agent in env}
-            accumulator = self.accumulators.get(agent)
-            if accumulator is not None:
-                result = accumulator.finish(failures)
-                entry["agent_metrics"] = {**result.agent_metrics, **env.get(agent, {}).get("agent_metrics", {})}
-                entry["key_metrics"] = env.get(agent, {}).get("key_metrics") or headline_metrics(
-                    entry["agent_metrics"])
-                entry["pass_at_k"] = {str(k): v for k, v in result.pass_at_k.items()}
-                edges, counts = result.reward_histogram
-                entry["histogram"] = [list(map(float, edges)), list(map(int, counts))]
-                accumulator.close()
-            entries.append(entry)
-        return entries
-
-    def close(self) -> None:
-        for accumulator in self.accumulators.values():
-            accumulator.close()
-
 
 def build_index(files: list[Path], directory: Path, say: Callable[[str], None] = lambda message: None) -> None:
     """Build the index of `files` into `directory` (atomically: a half-built index is never picked up); `say` gets
@@ -186,39 +142,34 @@ def build_index(files: list[Path], directory: Path, say: Callable[[str], None] =
     tmp.mkdir(parents=True)
     try:
         builder = _Builder(files, tmp)
-        try:
-            failures = latest_failures(RunPaths(path).failures for path in files)
-            pending = sorted(failures)
-            next_failure = 0
-            stats = ReadStats()
-            for entry in iter_unique_entries(files, stats, tmp):
-                key = (entry.task, entry.rollout)
-                while next_failure < len(pending) and pending[next_failure] < key:
-                    builder.add_failure(failures[pending[next_failure]])
-                    next_failure += 1
-                if next_failure < len(pending) and pending[next_failure] == key:
-                    next_failure += 1  # failed earlier, succeeded later: not a failure any more
-                builder.add_row(entry.task, entry.rollout, entry.file_no, entry.offset, entry.length, entry.line)
-                done_bytes += entry.length
-                if builder.rows.rows % 4096 == 0 and time.monotonic() >= next_report:
-                    say(f"indexed {builder.rows.rows:,} rows ({100 * done_bytes / total_bytes:.0f}% of the bytes)")
-                    next_report = time.monotonic() + PROGRESS_EVERY_S
-            for key in pending[next_failure:]:
-                builder.add_failure(failures[key])
-            builder.finish()
-            overview = {"agents": builder.overview(),
-                        "manifests": [{"file": str(p), "manifest": m} for p in files if (m := _manifest(p))]}
-        finally:
-            builder.close()
+        failures = latest_failures(RunPaths(path).failures for path in files)
+        pending = sorted(failures)
+        next_failure = 0
+        stats = ReadStats()
+        for entry in iter_unique_entries(files, stats, tmp):
+            key = (entry.task, entry.rollout)
+            while next_failure < len(pending) and pending[next_failure] < key:
+                builder.add_failure(failures[pending[next_failure]])
+                next_failure += 1
+            if next_failure < len(pending) and pending[next_failure] == key:
+                next_failure += 1  # failed earlier, succeeded later: not a failure any more
+            builder.add_row(entry.task, entry.rollout, entry.file_no, entry.offset, entry.length, entry.line)
+            done_bytes += entry.length
+            if builder.rows.rows % 4096 == 0 and time.monotonic() >= next_report:
+                say(f"indexed {builder.rows.rows:,} rows ({100 * done_bytes / total_bytes:.0f}% of the bytes)")
+                next_report = time.monotonic() + PROGRESS_EVERY_S
+        for key in pending[next_failure:]:
+            builder.add_failure(failures[key])
+        builder.finish()
         meta = {
             "version": INDEX_VERSION, "files": [str(p) for p in files + builder.extra_files],
             "rollout_files": len(files), "rows": builder.rows.rows, "tasks": builder.tasks.rows,
             "failures": sum(sum(c.values()) for c in builder.failed_by_agent.values()),
             "duplicates": stats.duplicates, "agents": sorted(builder.agents, key=builder.agents.get),
             "failure_classes": sorted(builder.classes, key=builder.classes.get),
+            "failures_by_agent": {agent: dict(counts) for agent, counts in builder.failed_by_agent.items()},
             "build_seconds": round(time.monotonic() - started, 3),
         }
-        (tmp / OVERVIEW).write_bytes(orjson.dumps(overview, option=orjson.OPT_NON_STR_KEYS))
         (tmp / META).write_bytes(orjson.dumps(meta))  # written last: its presence marks a complete index
         if directory.exists():
             shutil.rmtree(tmp)  # another viewer built the same index meanwhile
@@ -240,6 +191,7 @@ class RunIndex:
     tasks: ColumnStore
     files: list[Path]
     built: bool  # whether this open built the index (False: reused)
+    overview_job: OverviewJob  # the overview's metrics: ready, or being computed in the background
 
     @property
     def agents(self) -> list[str]:
@@ -254,7 +206,8 @@ class RunIndex:
         return self.files[:self.meta["rollout_files"]]
 
     def overview(self) -> dict[str, Any]:
-        return orjson.loads((self.directory / OVERVIEW).read_bytes())
+        """Per agent metrics and the manifests; waits while the background phase computes them."""
+        return self.overview_job.result()
 
     def line(self, position: int) -> bytes:
         """The raw JSONL line of the row at `position` (key order), read by offset."""
@@ -324,9 +277,9 @@ def open_run(input_glob: str, label: str, cache_root: Path,
         build_index(files, directory, say)
         built = True
     meta = orjson.loads((directory / META).read_bytes())
-    index = RunIndex(label, input_glob, directory, meta, ColumnStore(directory, "row_", ROW_COLUMNS, meta["rows"]),
-                     ColumnStore(directory, "task_", TASK_COLUMNS, meta["tasks"]), [Path(p) for p in meta["files"]],
-                     built)
+    rows = ColumnStore(directory, "row_", ROW_COLUMNS, meta["rows"])
+    index = RunIndex(label, input_glob, directory, meta, rows, ColumnStore(directory, "task_", TASK_COLUMNS,
+                     meta["tasks"]), [Path(p) for p in meta["files"]], built, OverviewJob(directory, rows, meta))
     say(f"run {label}: {meta['rows']} rows ({meta['failures']} failed) over {meta['tasks']} tasks"
         + (f" (index built in {meta['build_seconds']:.1f} s)" if built else " (index reused)"))
     return index

@@ -57,24 +57,30 @@ def agent_section(entry: dict[str, Any], run: str, link: FailureLink) -> str:
 
 
 def run_overview(index: RunIndex, link: FailureLink) -> str:
-    overview = index.overview()
     meta = index.meta
     files = "".join(f"<li><code>{esc(p)}</code></li>" for p in index.rollout_files)
     facts = (f'<p class="facts"><b>{meta["rows"]:,}</b> rows (<b>{meta["failures"]:,}</b> failed) over '
              f'<b>{meta["tasks"]:,}</b> tasks, agents: {esc(", ".join(meta["agents"]) or "none")}'
              + (f', {meta["duplicates"]:,} duplicate copies dropped' if meta["duplicates"] else "") + "</p>")
+    head = (f'<section class="run" id="run-{index.label}"><h2>Run {index.label.upper()}: '
+            f"<code>{esc(index.input_glob)}</code></h2>{facts}<ul class=files>{files}</ul>")
+    job = index.overview_job
+    if not job.ready:  # the rollout table works already; this page reloads itself until the metrics are in
+        return (f'{head}<meta http-equiv="refresh" content="2"><p class="muted">computing the metrics of this run: '
+                f"{job.rows_done:,} of {job.total_rows:,} rows read ...</p></section>")
+    overview = index.overview()
     agents = "".join(agent_section(entry, index.label, link) for entry in overview["agents"])
     manifests = "".join(
         f"<details><summary>manifest of <code>{esc(m['file'])}</code></summary>"
         f"<pre>{esc(orjson.dumps(m['manifest'], option=orjson.OPT_INDENT_2).decode())}</pre></details>"
         for m in overview["manifests"]) or '<p class="muted">no manifest next to these files</p>'
-    return (f'<section class="run" id="run-{index.label}"><h2>Run {index.label.upper()}: '
-            f"<code>{esc(index.input_glob)}</code></h2>{facts}<ul class=files>{files}</ul>{agents}"
-            f"<h3>Manifest</h3>{manifests}</section>")
+    return f"{head}{agents}<h3>Manifest</h3>{manifests}</section>"
 
 
 def key_metric_deltas(a: RunIndex, b: RunIndex) -> str:
-    """Per agent present in both runs: each key metric of A, of B, and B - A."""
+    """Per agent present in both runs: each key metric of A, of B, and B - A (once both runs' metrics are in)."""
+    if not (a.overview_job.ready and b.overview_job.ready):
+        return ""
     b_agents = {entry["agent"]: entry for entry in b.overview()["agents"]}
     rows = []
     for entry in a.overview()["agents"]:

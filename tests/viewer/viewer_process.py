@@ -44,6 +44,9 @@ def running_viewer(args: list[str], cwd: Path, timeout_s: float = 120) -> Iterat
                     pass
                 assert time.monotonic() < deadline, f"ng_view not up after {timeout_s} s: {log_path.read_text()}"
                 time.sleep(0.1)
+            # The overview's metrics come from a background phase: /api/overview answers once they are in, so the
+            # tests see every page complete.
+            assert httpx.get(f"{url}/api/overview", trust_env=False, timeout=timeout_s).status_code == 200
             yield url
         finally:
             stop_process_group(popen, grace_s=15)
