@@ -258,7 +258,9 @@ def cpu_profile(r: Report) -> str:
         cells = []
         for x in (first, last):
             shares = x["processes"].get(name, {}).get("by_library", {})
-            cells.append(", ".join(f"{lib} {share:.0%}" for lib, share in list(shares.items())[:4]) or "-")
+            # Dotted, as modules: a page's slashed names are paths that must exist.
+            cells.append(", ".join(f"{lib.replace('/', '.')} {share:.0%}" for lib, share in list(shares.items())[:4])
+                         or "-")
         out.append(f"| {name} | {cells[0]} | {cells[1]} |")
     return "\n".join(out)
 
