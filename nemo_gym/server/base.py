@@ -119,8 +119,8 @@ class ServerSettings(Settings):
     """Seconds to wait for another server's answer (default for calls without their own timeout)."""
     workers: int | None = Field(None, ge=1)
     """Processes serving this server's port (the kernel spreads connections over them, SO_REUSEPORT). Only for a
-    server that keeps nothing between requests (the agents, vllm_model); default: half the cores this server may run on, at
-    most 8, for those, and 1 for every other server."""
+    server that keeps nothing between requests (the agents, vllm_model); default: half the cores this server may
+    run on, at most 8, for those, and 1 for every other server."""
 
 
 def server_settings(cls: type["BaseServer"], spec: ServerSpec, source_of: Callable[[str], str] | None = None,

@@ -6,7 +6,8 @@ The build is one streaming pass over the rows in key order, from the aggregation
 (`run_files.key_order.iter_unique_entries`: 40 bytes per row, sorted in memory or in runs on disk, each row read back
 by offset). Per row it keeps its location (file, byte offset, length) and a few numbers (reward, tokens, tool calls,
 agent, failure class) in a column store on disk, and per task its row span and mean reward. Nothing is kept per row
-in memory, so a million-row file builds with the memory of a thousand-row one. Rows are read back later by `pread` of exactly their bytes.
+in memory, so a million-row file builds with the memory of a thousand-row one. Rows are read back later by `pread`
+of exactly their bytes.
 
 The index lives in a cache folder named after the files' paths, sizes and modification times: opening the same
 files again reuses it, and a file that changed gets a fresh index.
