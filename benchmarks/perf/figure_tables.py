@@ -98,9 +98,9 @@ def glance(_: Report) -> str:
 
 def _concurrency_ratios(r: Report) -> tuple[int, dict[str, float], dict[str, float]]:
     """The first concurrency, and each one's best rollouts/s and its CPU-ms per rollout against it."""
-    rate_key = next(key for key in r["ratios"] if key.startswith("rollouts_per_s_vs_"))
-    base = int(rate_key.removeprefix("rollouts_per_s_vs_").removesuffix("_concurrent"))
-    return base, r["ratios"][rate_key], r["ratios"].get(f"cpu_ms_per_rollout_vs_{base}_concurrent", {})
+    base = r["throughput"][0]["concurrency"]
+    return (base, r["ratios"][f"rollouts_per_s_vs_{base}_concurrent"],
+            r["ratios"].get(f"cpu_ms_per_rollout_vs_{base}_concurrent", {}))
 
 
 ROLES = ("collector", "example_single_tool_call_simple_agent", "policy_model", "example_single_tool_call", "stub_chat")

@@ -61,18 +61,6 @@ class Stack:
         self.workdir = workdir
         self.model_base_url: str | None = None
 
-    def cpu_s(self) -> float:
-        """CPU seconds used so far by ng_run and every server it started: a figure that other load does not skew."""
-        root = psutil.Process(self.popen.pid)
-        total = 0.0
-        for proc in (root, *root.children(recursive=True)):
-            try:
-                times = proc.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            total += times.user + times.system
-        return total
-
     def server_pids(self) -> dict[int, str]:
         """Every process of the stack, by pid: the server it serves (its launcher and workers alike), or "ng_run"."""
         root = psutil.Process(self.popen.pid)
@@ -152,14 +140,16 @@ def run_collector(stack: Stack, input_path: Path, output_path: Path, agent: str,
         *extra,
     ]
     log_path = output_path.with_suffix(".collector.log")
-    started, servers_cpu, by_server = time.monotonic(), stack.cpu_s(), stack.cpu_s_by_server()
+    # CPU time rather than rates: a figure that other load on the machine does not skew.
+    started, by_server = time.monotonic(), stack.cpu_s_by_server()
     with open(log_path, "wb") as log:
         proc = subprocess.run(
             [*wrapper, sys.executable, "-m", "benchmarks.perf.collector_child", *args],
             cwd=stack.workdir, stdout=subprocess.PIPE, stderr=log, env=_env(), timeout=timeout_s,
         )
-    wall, servers_cpu = time.monotonic() - started, stack.cpu_s() - servers_cpu
+    wall = time.monotonic() - started
     by_server = {name: cpu_s - by_server.get(name, 0.0) for name, cpu_s in stack.cpu_s_by_server().items()}
+    servers_cpu = sum(by_server.values())
     lines = [line for line in proc.stdout.decode().splitlines() if line.startswith(RESULT_PREFIX)]
     if proc.returncode != 0 or not lines:
         raise BenchmarkFailed(f"collector failed ({proc.returncode}):\n{proc.stdout.decode()[-2000:]}\n"
