@@ -7,9 +7,38 @@ Same shape as NeMo Gym configs, so their YAML reads naturally here. Servers refe
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from pydantic import Field
+
+from nemo_gym.config.typed import Settings, Text
 from nemo_gym.errors import ConfigError
 
 SERVER_KINDS = ("responses_api_models", "resources_servers", "responses_api_agents")
+
+
+class ServerSettings(Settings):
+    """Settings every server takes. A server's own are a subclass, its `Settings`, checked when the config loads.
+
+    Keys no implementation reads (NeMo Gym's `domain`, `description`, ...) are allowed, except one a typo away
+    from a setting, which is refused."""
+
+    host: Text = "127.0.0.1"
+    """Address to bind (loopback by default)."""
+    port: int | None = None
+    """Port to serve on (default: a free one)."""
+    entrypoint: Text | None = None
+    """The implementation: a module name or a .py file (default nemo_gym.<kind>.<implementation>.app)."""
+    log_level: Text = "INFO"
+    """Log level of this server's log."""
+    startup_timeout_s: float = Field(120.0, gt=0)
+    """Seconds ng_run waits for this server's /health (cover a model's cold start)."""
+    connect_timeout_s: float = Field(5.0, gt=0)
+    """Seconds to connect to another server."""
+    read_timeout_s: float = Field(600.0, gt=0)
+    """Seconds to wait for another server's answer (default for calls without their own timeout)."""
+    workers: int | None = Field(None, ge=1)
+    """Processes serving this server's port (the kernel spreads connections over them, SO_REUSEPORT). Only for a
+    server that keeps nothing between requests (the agents, vllm_model); default: half the cores this server may
+    run on, at most 8, for those, and 1 for every other server."""
 
 
 @dataclass(frozen=True)

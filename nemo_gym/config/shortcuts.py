@@ -9,6 +9,7 @@ The server they apply to is `policy_model`, or the config's only vllm-backed mod
 from pathlib import PurePosixPath
 from typing import Any
 
+from nemo_gym.config.model_servers import LocalVLLMModelSettings, VLLMModelSettings
 from nemo_gym.config.servers import as_server
 from nemo_gym.config.typed import Settings, Text, build
 from nemo_gym.errors import ConfigError
@@ -45,10 +46,6 @@ def _target(raw: dict[str, Any]) -> str:
 
 
 def _as_remote(settings: dict[str, Any], url: str, model: str, raw: dict[str, Any]) -> dict[str, Any]:
-    # Imported here: loading a config must not import the servers' web stack.
-    from nemo_gym.responses_api_models.local_vllm_model.app import LocalVLLMModelSettings
-    from nemo_gym.responses_api_models.vllm_model.app import VLLMModelSettings
-
     local_only = set(LocalVLLMModelSettings.model_fields) - set(VLLMModelSettings.model_fields)
     remote = {key: value for key, value in settings.items() if key not in local_only}
     remote.update(base_url=url, model=model)

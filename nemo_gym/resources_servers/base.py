@@ -25,10 +25,10 @@ from starlette.routing import Route
 from pydantic import Field
 
 from nemo_gym.compat.verify_responses import VerifyResponsesError, verify_response_rows
-from nemo_gym.config.servers import ServerSpec
+from nemo_gym.config.servers import ServerSettings, ServerSpec
 from nemo_gym.protocol import SESSION_HEADER
 from nemo_gym.resources_servers.metrics import group_mean_reward, headline_metrics, summarize
-from nemo_gym.server.base import BaseServer, HandlerError, ServerSettings, json_route
+from nemo_gym.server.base import BaseServer, HandlerError, json_route
 
 _TOOL_MARK = "_ng_tool"
 SESSION_PARAM = "session_id"

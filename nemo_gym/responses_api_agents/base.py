@@ -29,12 +29,12 @@ from pydantic import Field
 from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.protocol import MAX_TURNS_PARAM, SESSION_HEADER
+from nemo_gym.config.servers import ServerSettings
 from nemo_gym.server.base import (
     BaseServer,
     HandlerError,
     ModelServerRef,
     ResourcesServerRef,
-    ServerSettings,
     downstream_failed,
     error_response,
     json_route,

@@ -17,9 +17,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from pydantic import Field
 
-from nemo_gym.config.servers import SERVER_KINDS, ServerSpec
+from nemo_gym.config.servers import SERVER_KINDS, ServerSettings, ServerSpec
 from nemo_gym.config.typed import Settings, Text, UnknownKeys, build
 from nemo_gym.errors import ConfigError
 from nemo_gym.failures import failure_class_of
@@ -95,32 +94,6 @@ class ResourcesServerRef(ServerRefSetting):
 class ModelServerRef(ServerRefSetting):
     type_label: ClassVar[str] = "a reference {type: responses_api_models, name: ...}"
     type: Literal["responses_api_models"]
-
-
-class ServerSettings(Settings):
-    """Settings every server takes. A server's own are a subclass, its `Settings`, checked when the config loads.
-
-    Keys no implementation reads (NeMo Gym's `domain`, `description`, ...) are allowed, except one a typo away
-    from a setting, which is refused."""
-
-    host: Text = "127.0.0.1"
-    """Address to bind (loopback by default)."""
-    port: int | None = None
-    """Port to serve on (default: a free one)."""
-    entrypoint: Text | None = None
-    """The implementation: a module name or a .py file (default nemo_gym.<kind>.<implementation>.app)."""
-    log_level: Text = "INFO"
-    """Log level of this server's log."""
-    startup_timeout_s: float = Field(120.0, gt=0)
-    """Seconds ng_run waits for this server's /health (cover a model's cold start)."""
-    connect_timeout_s: float = Field(5.0, gt=0)
-    """Seconds to connect to another server."""
-    read_timeout_s: float = Field(600.0, gt=0)
-    """Seconds to wait for another server's answer (default for calls without their own timeout)."""
-    workers: int | None = Field(None, ge=1)
-    """Processes serving this server's port (the kernel spreads connections over them, SO_REUSEPORT). Only for a
-    server that keeps nothing between requests (the agents, vllm_model); default: half the cores this server may
-    run on, at most 8, for those, and 1 for every other server."""
 
 
 def server_settings(cls: type["BaseServer"], spec: ServerSpec, source_of: Callable[[str], str] | None = None,

@@ -1,7 +1,8 @@
 """Check every server's settings as its implementation types them, before ng_run starts anything."""
 
 from nemo_gym.config.loader import GlobalConfig
-from nemo_gym.server.base import ServerSettings, server_settings
+from nemo_gym.config.servers import ServerSettings
+from nemo_gym.server.base import server_settings
 from nemo_gym.server.launch import server_class
 
 

@@ -20,10 +20,9 @@ import uvicorn
 
 from nemo_gym.config.global_settings import head_server
 from nemo_gym.config.loader import GlobalConfig
-from nemo_gym.config.servers import ServerSpec
+from nemo_gym.config.servers import ServerSettings, ServerSpec
 from nemo_gym.errors import ConfigError, DownstreamError
 from nemo_gym.http_client import RequestFailed, get_blocking
-from nemo_gym.server.base import ServerSettings
 from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
 from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
 from nemo_gym.server.settings_check import check_server_settings

@@ -8,7 +8,7 @@ import pytest
 
 from nemo_gym.config import load_global_config
 from nemo_gym.errors import ConfigError
-from nemo_gym.server.base import ServerSettings
+from nemo_gym.config.servers import ServerSettings
 from nemo_gym.server.settings_check import check_server_settings
 from nemo_gym.server.supervisor import Supervisor
 from tests.helpers.stack import REPO_ROOT, free_port

@@ -20,61 +20,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pydantic import Field, model_validator
-
+from nemo_gym.config.model_servers import LocalVLLMModelSettings
 from nemo_gym.config.servers import ServerSpec
-from nemo_gym.config.typed import Text
 from nemo_gym.http_client import NO_RETRY, RequestFailed
 from nemo_gym.responses_api_models.local_vllm_model.device import device_args, has_nvidia_gpu
-from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer, VLLMModelSettings
+from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
 from nemo_gym.server.supervisor import free_port
 
 logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE_S = 8.0  # inside ng_run's own 10 s grace, so vLLM is stopped by us, not orphaned
-_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def _die_with_parent() -> None:
     # vLLM runs in its own process group (so we can stop all of it), which the supervisor's group kill cannot
     # reach: have the kernel stop it if this server dies without a graceful shutdown.
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-class LocalVLLMModelSettings(VLLMModelSettings):
-    model_path: Text
-    """The model folder (or Hugging Face id) vLLM loads."""
-    served_model_name: Text | None = None
-    """The name vLLM serves it as (default: the folder's name)."""
-    max_model_len: int = Field(2048, ge=1)
-    """vLLM's --max-model-len."""
-    dtype: Text | None = None
-    """vLLM's --dtype (default: bfloat16 with native bf16 or a GPU, else float32)."""
-    vllm_args: list[Text] = Field(default_factory=list)
-    """More vLLM command-line arguments, e.g. [--enable-auto-tool-choice, --tool-call-parser, pythonic]."""
-    cpu_kvcache_space_gib: float | None = Field(None, gt=0)
-    """VLLM_CPU_KVCACHE_SPACE for the CPU build (default 2 unless the environment sets it)."""
-    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
-    """vLLM's --gpu-memory-utilization on a GPU: the share of its memory vLLM takes (weights and KV cache)."""
-    enable_weight_updates: bool = False
-    """Start vLLM with VLLM_SERVER_DEV_MODE=1, for a trainer to push new weights; vLLM then binds only 127.0.0.1."""
-
-    @model_validator(mode="after")
-    def _weight_updates_stay_on_loopback(self) -> "LocalVLLMModelSettings":
-        # The dev-mode endpoints reload weights from any path and run worker methods: never off this machine.
-        hosts = _host_args(self.vllm_args)
-        if self.enable_weight_updates and any(host not in _LOOPBACK_HOSTS for host in hosts):
-            raise ValueError(f"'enable_weight_updates' opens vLLM's dev-mode endpoints, which must stay on 127.0.0.1; "
-                             f"'vllm_args' binds {hosts}")
-        return self
-
-
-def _host_args(args: list[str]) -> list[str]:
-    """The values of every --host in vLLM command-line arguments (`--host X` or `--host=X`)."""
-    hosts = [value.split("=", 1)[1] for value in args if value.startswith("--host=")]
-    hosts += [args[i + 1] for i, value in enumerate(args[:-1]) if value == "--host"]
-    return hosts
 
 
 class LocalVLLMModelServer(VLLMModelServer):

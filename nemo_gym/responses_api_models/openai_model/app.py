@@ -11,8 +11,9 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from nemo_gym import protocol
+from nemo_gym.config.servers import ServerSettings
 from nemo_gym.config.typed import Text
-from nemo_gym.server.base import BaseServer, ServerSettings, json_route
+from nemo_gym.server.base import BaseServer, json_route
 
 
 class OpenAIModelSettings(ServerSettings):

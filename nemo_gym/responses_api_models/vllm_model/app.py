@@ -20,7 +20,6 @@ import re
 import zlib
 from typing import Any
 
-from pydantic import Field
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -29,8 +28,8 @@ from nemo_gym.chat_tokens import TemplateSpliceError, closing_from_probes, conti
 from nemo_gym.compat.extra_body import extra_body
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.http_client import RequestFailed
-from nemo_gym.config.typed import Text
-from nemo_gym.server.base import BaseServer, HandlerError, ServerSettings, json_route
+from nemo_gym.config.model_servers import VLLMModelSettings
+from nemo_gym.server.base import BaseServer, HandlerError, json_route
 
 logger = logging.getLogger(__name__)
 
@@ -68,19 +67,6 @@ def _as_list(base_url: str | list[str]) -> list[str]:
     if not urls:
         raise ValueError("base_url must name at least one vLLM server")
     return [u.rstrip("/") for u in urls]
-
-
-class VLLMModelSettings(ServerSettings):
-    base_url: Text | list[Text] | None = None
-    """vLLM's OpenAI API (ending in /v1), or a list of replicas."""
-    api_key: Text | None = None
-    """Sent to vLLM as a bearer token (scrubbed from every log line)."""
-    model: Text | None = None
-    """The served model name to request."""
-    return_token_id_information: bool = False
-    """Return prompt and generation token ids (and logprobs) by default, for training."""
-    request_timeout_s: float = Field(600.0, gt=0)
-    """Seconds per vLLM request."""
 
 
 class VLLMModelServer(BaseServer):

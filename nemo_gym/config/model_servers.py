@@ -1,0 +1,61 @@
+"""The settings of the two vLLM model servers, vllm_model and local_vllm_model.
+
+They sit in the config layer, below the servers that read them, because loading a config rewrites one into the
+other: `+model_url` turns a local_vllm_model into a vllm_model by dropping the keys only the local one has
+(nemo_gym.config.shortcuts).
+"""
+
+from pydantic import Field, model_validator
+
+from nemo_gym.config.servers import ServerSettings
+from nemo_gym.config.typed import Text
+
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class VLLMModelSettings(ServerSettings):
+    base_url: Text | list[Text] | None = None
+    """vLLM's OpenAI API (ending in /v1), or a list of replicas."""
+    api_key: Text | None = None
+    """Sent to vLLM as a bearer token (scrubbed from every log line)."""
+    model: Text | None = None
+    """The served model name to request."""
+    return_token_id_information: bool = False
+    """Return prompt and generation token ids (and logprobs) by default, for training."""
+    request_timeout_s: float = Field(600.0, gt=0)
+    """Seconds per vLLM request."""
+
+
+class LocalVLLMModelSettings(VLLMModelSettings):
+    model_path: Text
+    """The model folder (or Hugging Face id) vLLM loads."""
+    served_model_name: Text | None = None
+    """The name vLLM serves it as (default: the folder's name)."""
+    max_model_len: int = Field(2048, ge=1)
+    """vLLM's --max-model-len."""
+    dtype: Text | None = None
+    """vLLM's --dtype (default: bfloat16 with native bf16 or a GPU, else float32)."""
+    vllm_args: list[Text] = Field(default_factory=list)
+    """More vLLM command-line arguments, e.g. [--enable-auto-tool-choice, --tool-call-parser, pythonic]."""
+    cpu_kvcache_space_gib: float | None = Field(None, gt=0)
+    """VLLM_CPU_KVCACHE_SPACE for the CPU build (default 2 unless the environment sets it)."""
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    """vLLM's --gpu-memory-utilization on a GPU: the share of its memory vLLM takes (weights and KV cache)."""
+    enable_weight_updates: bool = False
+    """Start vLLM with VLLM_SERVER_DEV_MODE=1, for a trainer to push new weights; vLLM then binds only 127.0.0.1."""
+
+    @model_validator(mode="after")
+    def _weight_updates_stay_on_loopback(self) -> "LocalVLLMModelSettings":
+        # The dev-mode endpoints reload weights from any path and run worker methods: never off this machine.
+        hosts = _host_args(self.vllm_args)
+        if self.enable_weight_updates and any(host not in _LOOPBACK_HOSTS for host in hosts):
+            raise ValueError(f"'enable_weight_updates' opens vLLM's dev-mode endpoints, which must stay on 127.0.0.1; "
+                             f"'vllm_args' binds {hosts}")
+        return self
+
+
+def _host_args(args: list[str]) -> list[str]:
+    """The values of every --host in vLLM command-line arguments (`--host X` or `--host=X`)."""
+    hosts = [value.split("=", 1)[1] for value in args if value.startswith("--host=")]
+    hosts += [args[i + 1] for i, value in enumerate(args[:-1]) if value == "--host"]
+    return hosts
