@@ -10,7 +10,6 @@ import asyncio
 import resource
 from typing import Any, AsyncIterable, Awaitable, Callable
 
-import aiohttp
 import orjson
 
 # The failure types are nemo_gym.failures'; callers of the client may take them from here.
@@ -22,10 +21,12 @@ from nemo_gym.failures import (  # noqa: F401
     RetryPolicy,
     is_retryable,
 )
+from nemo_gym.http_wire import BadReply, Body, ConnectFailed, ConnectionPool, ReplyTimeout, WireError
 from nemo_gym.sync_bridge import run_sync
 
-# A request body: bytes, or a stream of chunks.
-Body = bytes | AsyncIterable[bytes] | None
+JSON_HEADERS = {"content-type": "application/json"}
+# Idle connections are dropped before uvicorn's default 5 s keep-alive (vLLM's) closes them under us.
+KEEPALIVE_S = 4.0
 
 
 def _error_body(content: bytes) -> Any:
@@ -35,16 +36,14 @@ def _error_body(content: bytes) -> Any:
         return content[:500].decode(errors="replace")
 
 
-def _transport_failure(exc: BaseException, url: str) -> RequestFailed:
-    """The failure class of an exception raised while sending a request or reading its reply."""
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        kind = "connect"  # no connection within connect_timeout_s: the server is not there, same as refused
-    elif isinstance(exc, TimeoutError):  # read timeouts (aiohttp.SocketTimeoutError) are TimeoutErrors too
-        kind = "timeout"
-    elif isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ClientResponseError)):
+def _transport_failure(exc: WireError | TimeoutError, url: str) -> RequestFailed:
+    """The failure class of a request that got no complete reply."""
+    if isinstance(exc, ConnectFailed):
+        kind = "connect"  # refused, reset, or closed before the reply: a retry may reach a healthy server
+    elif isinstance(exc, BadReply):
         kind = "invalid_response"  # the server answered, but with a truncated body or malformed HTTP
     else:
-        kind = "connect"  # refused, reset, or disconnected before the reply: a retry may reach a healthy server
+        kind = "timeout"
     return RequestFailed(kind, f"{type(exc).__name__} calling {url}: {exc}", url=url)
 
 
@@ -57,11 +56,10 @@ def allow_open_files_up_to_hard_limit() -> None:
 
 
 class HttpClient:
-    """An async JSON-over-HTTP client with one connection pool per process (aiohttp underneath).
+    """An async JSON-over-HTTP client with one connection pool per process (nemo_gym.http_wire underneath).
 
-    aiohttp rather than httpx: on loopback it sends 10-20x more requests per second per core, which is the
-    ceiling of the whole stack (figures in notes/perf_readme.md). The session binds to an event loop, so it is
-    opened on first use inside the running loop, and opened again if a later run uses a new loop.
+    The pool binds to an event loop, so it is opened on first use inside the running loop, and opened again if a
+    later run uses a new loop. The read timeout bounds the wait for a whole reply once the request is sent.
     """
 
     def __init__(
@@ -74,34 +72,34 @@ class HttpClient:
     ) -> None:
         self.retry = retry
         self._connect_timeout_s = connect_timeout_s
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=read_timeout_s)
+        self._read_timeout_s = read_timeout_s
         self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
+        self._connections: ConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         allow_open_files_up_to_hard_limit()  # every process of the stack makes one, before it takes connections
 
-    def _client(self) -> aiohttp.ClientSession:
+    def _pool(self) -> ConnectionPool:
         loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            connector = aiohttp.TCPConnector(
-                limit=self._max_connections,
-                # Idle connections are dropped before uvicorn's default 5 s keep-alive (vLLM's) closes them under us.
-                keepalive_timeout=4.0,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=self._timeout,
-                trust_env=False,  # loopback calls must never go through a proxy from the environment
-                skip_auto_headers=("User-Agent",),
-            )
+        if self._connections is None or self._loop is not loop:
+            self._connections = ConnectionPool(limit=self._max_connections, keepalive_s=KEEPALIVE_S,
+                                               connect_timeout_s=self._connect_timeout_s)
             self._loop = loop
-        return self._session
+        return self._connections
 
     async def aclose(self) -> None:
-        # Let go of the session before closing it: a request started meanwhile opens a new one, not this one.
-        session, self._session = self._session, None
-        if session is not None and self._loop is asyncio.get_running_loop():
-            await session.close()
+        # Let go of the pool before closing it: a request started meanwhile opens a new one, not this one.
+        connections, self._connections = self._connections, None
+        if connections is not None and self._loop is asyncio.get_running_loop():
+            connections.close()
+
+    async def request_raw(self, method: str, url: str, content: Body = None, *,
+                          headers: dict[str, str] | None = None, timeout_s: float | None = None) -> tuple[int, bytes]:
+        """One attempt: the status and raw body of the reply, whatever the status; `RequestFailed` when no complete
+        reply came."""
+        try:
+            return await self._pool().request(method, url, headers, content, timeout_s or self._read_timeout_s)
+        except WireError as exc:
+            raise _transport_failure(exc, url) from None
 
     async def request_json(
         self,
@@ -152,32 +150,13 @@ class HttpClient:
                       timeout_s: float | None = None) -> tuple[int, bytes]:
         """POST `body` as it arrives and return the status and raw reply, decoding neither: what a proxy needs when
         the body can be too large to hold as objects. A streamed body cannot be sent twice, so there is no retry."""
-        try:
-            async with self._client().post(url, data=body, headers={"content-type": "application/json"},
-                                           timeout=self._timeout_for(timeout_s)) as response:
-                return response.status, await response.read()
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise _transport_failure(exc, url) from None
-
-    def _timeout_for(self, timeout_s: float | None) -> aiohttp.ClientTimeout:
-        if not timeout_s:
-            return self._timeout
-        return aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s, sock_read=timeout_s)
+        return await self.request_raw("POST", url, body, headers=JSON_HEADERS, timeout_s=timeout_s)
 
     async def _once(
         self, method: str, url: str, content: Body, headers: dict[str, str] | None, timeout_s: float | None
     ) -> Any:
-        all_headers = {"content-type": "application/json"}
-        if headers:
-            all_headers.update(headers)
-        try:
-            async with self._client().request(
-                method, url, data=content, headers=all_headers, timeout=self._timeout_for(timeout_s)
-            ) as response:
-                status = response.status
-                raw = await response.read()
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise _transport_failure(exc, url) from None
+        status, raw = await self.request_raw(method, url, content, headers={**JSON_HEADERS, **headers} if headers
+                                             else JSON_HEADERS, timeout_s=timeout_s)
         if status >= 400:
             kind = "http_5xx" if status >= 500 else "http_4xx"
             body_out = _error_body(raw)
@@ -193,13 +172,14 @@ class HttpClient:
 
 
 async def _get_once(url: str, timeout_s: float) -> tuple[int, bytes]:
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    client = HttpClient(connect_timeout_s=timeout_s, read_timeout_s=timeout_s)
     try:
-        async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
-            async with session.get(url) as response:
-                return response.status, await response.read()
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise _transport_failure(exc, url) from None
+        async with asyncio.timeout(timeout_s):
+            return await client.request_raw("GET", url)
+    except TimeoutError as exc:
+        raise _transport_failure(ReplyTimeout(str(exc) or f"no reply within {timeout_s:g} s"), url) from None
+    finally:
+        await client.aclose()
 
 
 def get_blocking(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:

@@ -161,11 +161,13 @@ def http_clients(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
     rate, cpu, s = r["mean_requests_per_s"], r["mean_client_cpu_ms_per_request"], r["settings"]
-    return (f"aiohttp / httpx: **{r['ratios']['aiohttp_vs_httpx_requests_per_s']:.1f}x** requests/s "
-            f"({_n(rate['aiohttp'])} vs {_n(rate['httpx'])}), and httpx spends "
-            f"{r['ratios']['httpx_vs_aiohttp_client_cpu_per_request']:.0f}x the client CPU per request "
-            f"({cpu['httpx']} vs {cpu['aiohttp']} ms); {_n(s['requests'])} requests at {s['concurrency']} concurrent, "
-            f"{s['rounds']} alternating rounds. Source: {source(r)}.")
+    out = [f"{_n(s['requests'])} requests at {s['concurrency']} concurrent, {s['rounds']} rounds taken in turn. "
+           f"Source: {source(r)}.", "",
+           "| client | client cpu-ms/request | over ours | requests/s |", "|---|---|---|---|"]
+    for name in cpu:
+        ratio = "1.00x" if name == "nemo_gym" else f"**{r['ratios'][f'{name}_vs_nemo_gym_client_cpu_per_request']:.2f}x**"
+        out.append(f"| {name} | {cpu[name]} | {ratio} | {_n(rate[name])} |")
+    return "\n".join(out)
 
 
 def fresh_clone(r: Report) -> str:

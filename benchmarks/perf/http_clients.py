@@ -1,11 +1,12 @@
-"""httpx vs aiohttp on the hot path: the agent -> model call, at 1024 concurrent, against our real server stack.
+"""Our HTTP client against aiohttp's and httpx's on the hot path: the agent -> model call, against our real server.
 
     .venv/bin/python -m benchmarks.perf.http_clients [--requests 10000] [--concurrency 1024]
 
 One uvicorn server (the instant stub chat model, started by ng_run) answers; one client process sends the same chat
-request with httpx.AsyncClient (configured as nemo_gym's client was) and with nemo_gym.http_client (aiohttp),
-alternating, on uvloop as the collector and the servers run. Prints requests/s and the client's CPU ms per request;
-the ratio is aiohttp over httpx. Writes benchmarks/results/http_clients.json.
+request with nemo_gym.http_client (nemo_gym.http_wire), with aiohttp's ClientSession (configured as nemo_gym's
+client was before http_wire) and with httpx.AsyncClient (as it was before aiohttp), in turn, on uvloop as the
+collector and the servers run. Prints requests/s and the client's CPU ms per request; the ratios are the others'
+CPU per request over ours. Writes benchmarks/results/http_clients.json.
 """
 
 import argparse
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+import aiohttp
 import httpx
 import orjson
 import uvloop
@@ -59,11 +61,27 @@ async def with_httpx(url: str, requests: int, concurrency: int) -> dict[str, flo
 
 
 async def with_aiohttp(url: str, requests: int, concurrency: int) -> dict[str, float]:
+    connector = aiohttp.TCPConnector(limit=4096, keepalive_timeout=4.0)
+    async with aiohttp.ClientSession(connector=connector, trust_env=False, skip_auto_headers=("User-Agent",),
+                                     timeout=aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=600)) as session:
+        content = orjson.dumps(BODY)
+
+        async def send() -> Any:
+            async with session.post(url, data=content, headers={"content-type": "application/json"}) as response:
+                return orjson.loads(await response.read())
+
+        return await _drive(send, requests, concurrency)
+
+
+async def with_nemo_gym(url: str, requests: int, concurrency: int) -> dict[str, float]:
     client = HttpClient(max_connections=concurrency)
     try:
         return await _drive(lambda: client.post_json(url, BODY), requests, concurrency)
     finally:
         await client.aclose()
+
+
+CLIENTS = {"nemo_gym": with_nemo_gym, "aiohttp": with_aiohttp, "httpx": with_httpx}
 
 
 def main() -> None:
@@ -82,7 +100,7 @@ def main() -> None:
     with recording("http_clients", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ng_http_") as tmp, \
             ng_run(Path(tmp), config):
         for _ in range(args.rounds):
-            for name, run in (("httpx", with_httpx), ("aiohttp", with_aiohttp)):
+            for name, run in CLIENTS.items():
                 figures = uvloop.run(run(url, args.requests, args.concurrency))
                 results.append({"client": name, "concurrency": args.concurrency, **figures,
                                 "load_average": load_average()})
@@ -90,11 +108,11 @@ def main() -> None:
                       f"{figures['client_cpu_ms_per_request']:.3f} client cpu-ms/request  load {load_average()}",
                       flush=True)
         rate = {name: sum(r["requests_per_s"] for r in results if r["client"] == name) / args.rounds
-                for name in ("httpx", "aiohttp")}
+                for name in CLIENTS}
         cpu = {name: sum(r["client_cpu_ms_per_request"] for r in results if r["client"] == name) / args.rounds
-               for name in ("httpx", "aiohttp")}
-        recorder.write({"aiohttp_vs_httpx_requests_per_s": round(rate["aiohttp"] / rate["httpx"], 2),
-                        "httpx_vs_aiohttp_client_cpu_per_request": round(cpu["httpx"] / cpu["aiohttp"], 2)},
+               for name in CLIENTS}
+        recorder.write({f"{name}_vs_nemo_gym_client_cpu_per_request": round(cpu[name] / cpu["nemo_gym"], 2)
+                        for name in CLIENTS if name != "nemo_gym"},
                        {"settings": {"requests": args.requests, "concurrency": args.concurrency,
                                      "rounds": args.rounds},
                         "mean_requests_per_s": {k: round(v) for k, v in rate.items()},

@@ -52,4 +52,3 @@ def configure_logging(server: str, level: str = "INFO") -> None:
         logging.getLogger(name).propagate = True
     # One line per request would dominate the log and the CPU at thousands of requests per second.
     logging.getLogger("uvicorn.access").disabled = True
-    logging.getLogger("aiohttp").setLevel(logging.WARNING)

@@ -1,0 +1,226 @@
+"""nemo_gym.http_wire against a raw TCP server on loopback that answers each request as the test scripts it: reuse of
+keep-alive connections, chunked bodies both ways, and each way a reply can fail, with the failure class
+nemo_gym.http_client gives it."""
+
+import asyncio
+from typing import Awaitable, Callable
+
+import pytest
+
+from nemo_gym.failures import NO_RETRY, RequestFailed
+from nemo_gym.http_client import HttpClient
+from nemo_gym.http_wire import BadReply, ConnectFailed, ConnectionPool, ReplyTimeout
+
+Answer = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]  # the request's bytes -> keep the connection?
+
+
+def _reply(body: bytes, *, status: str = "200 OK", extra: bytes = b"") -> bytes:
+    return (b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%s\r\n%s"
+            % (status.encode(), len(body), extra, body))
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes | None:
+    """One request's head and body (content-length or chunked); None at EOF."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    lines = head.decode().lower().split("\r\n")
+    length = next((int(line.split(":")[1]) for line in lines if line.startswith("content-length:")), 0)
+    if "transfer-encoding: chunked" in lines:
+        body = b""
+        while size := int((await reader.readline()).strip(), 16):
+            body += await reader.readexactly(size)
+            await reader.readexactly(2)
+        await reader.readexactly(2)
+        return head + body
+    return head + await reader.readexactly(length)
+
+
+class ScriptedServer:
+    """Answers the n-th request with `answers[n]` (the last one again once they run out); counts connections."""
+
+    def __init__(self, answers: list[Answer]) -> None:
+        self.answers = answers
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.closed_by_client = asyncio.Event()
+        self.url = ""
+
+    async def __aenter__(self) -> "ScriptedServer":
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/x?y=1"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while (request := await _read_request(reader)) is not None:
+                self.requests.append(request)
+                answer = self.answers[min(len(self.requests), len(self.answers)) - 1]
+                if not await answer(request, writer):
+                    writer.close()
+                    return
+        except asyncio.CancelledError:  # the test's loop ends with a request still unanswered (`never`)
+            return
+        self.closed_by_client.set()
+        writer.close()
+
+
+def ok(body: bytes = b'{"ok": true}', extra: bytes = b"") -> Answer:
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(_reply(body, extra=extra))
+        await writer.drain()
+        return b"connection: close" not in extra
+    return answer
+
+
+async def truncated(request: bytes, writer: asyncio.StreamWriter) -> bool:
+    writer.write(_reply(b'{"ok": true}')[:-5])
+    await writer.drain()
+    return False
+
+
+async def reset(request: bytes, writer: asyncio.StreamWriter) -> bool:
+    writer.transport.abort()
+    return False
+
+
+async def malformed(request: bytes, writer: asyncio.StreamWriter) -> bool:
+    writer.write(b"HTTP/1.1 two hundred OK\r\n\r\n")
+    await writer.drain()
+    return True
+
+
+async def never(request: bytes, writer: asyncio.StreamWriter) -> bool:
+    await asyncio.Event().wait()
+    return False
+
+
+async def chunked_reply(request: bytes, writer: asyncio.StreamWriter) -> bool:
+    writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n3\r\n 1}\r\n0\r\n\r\n")
+    await writer.drain()
+    return True
+
+
+def pool(**kwargs: float) -> ConnectionPool:
+    return ConnectionPool(limit=kwargs.get("limit", 16), keepalive_s=kwargs.get("keepalive_s", 60.0),
+                          connect_timeout_s=5.0)
+
+
+def test_keep_alive_connection_is_reused_and_the_request_is_what_was_asked() -> None:
+    async def main() -> None:
+        async with ScriptedServer([ok()]) as server:
+            connections = pool()
+            for _ in range(3):
+                assert await connections.request("POST", server.url, {"x-a": "1"}, b'{"q": 1}', 5.0) == \
+                    (200, b'{"ok": true}')
+            connections.close()
+            assert server.connections == 1
+            head, body = server.requests[0].split(b"\r\n\r\n")
+            assert head.split(b"\r\n")[0] == b"POST /x?y=1 HTTP/1.1"
+            assert b"x-a: 1" in head and b"content-length: 8" in head and body == b'{"q": 1}'
+    asyncio.run(main())
+
+
+def test_a_connection_the_server_closes_is_never_reused() -> None:
+    async def main() -> None:
+        async with ScriptedServer([ok(extra=b"connection: close\r\n"), ok()]) as server:
+            connections = pool()
+            assert (await connections.request("GET", server.url, None, None, 5.0))[0] == 200
+            assert (await connections.request("GET", server.url, None, None, 5.0))[0] == 200
+            connections.close()
+            assert server.connections == 2
+    asyncio.run(main())
+
+
+def test_an_idle_connection_past_keepalive_is_replaced() -> None:
+    async def main() -> None:
+        async with ScriptedServer([ok()]) as server:
+            connections = pool(keepalive_s=0.0)  # every idle connection is already too old
+            for _ in range(2):
+                assert (await connections.request("GET", server.url, None, None, 5.0))[0] == 200
+            await asyncio.wait_for(server.closed_by_client.wait(), 30)  # the stale one was closed, not left open
+            connections.close()
+            assert server.connections == 2
+    asyncio.run(main())
+
+
+def test_chunked_request_and_chunked_reply() -> None:
+    async def stream():
+        for part in (b'{"rows":[', b"", b"1,2]}"):
+            yield part
+
+    async def main() -> None:
+        async with ScriptedServer([chunked_reply]) as server:
+            connections = pool()
+            assert await connections.request("POST", server.url, None, stream(), 5.0) == (200, b'{"a": 1}')
+            assert await connections.request("POST", server.url, None, b"{}", 5.0) == (200, b'{"a": 1}')
+            connections.close()
+            assert server.requests[0].endswith(b'\r\n\r\n{"rows":[1,2]}')
+            assert server.connections == 1  # the chunked reply left the connection reusable
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("answer, error, failure_class", [
+    (reset, ConnectFailed, "connect"),
+    (truncated, BadReply, "invalid_response"),
+    (malformed, BadReply, "invalid_response"),
+    (never, ReplyTimeout, "timeout"),
+])
+def test_each_failure_is_typed_and_the_connection_is_not_reused(answer: Answer, error: type, failure_class: str) -> None:
+    async def main() -> None:
+        async with ScriptedServer([answer, ok()]) as server:
+            connections = pool()
+            with pytest.raises(error):
+                await connections.request("POST", server.url, None, b"{}", 0.5)
+            assert await connections.request("POST", server.url, None, b"{}", 5.0) == (200, b'{"ok": true}')
+            connections.close()
+            assert server.connections == 2
+            client = HttpClient(read_timeout_s=0.5)
+            server.requests.clear()
+            with pytest.raises(RequestFailed) as failed:
+                await client.post_json(server.url, {}, retry=NO_RETRY)
+            await client.aclose()
+            assert failed.value.failure_class == failure_class and failed.value.url == server.url
+    asyncio.run(main())
+
+
+def test_nothing_listening_is_a_connect_failure() -> None:
+    async def main() -> None:
+        async with ScriptedServer([ok()]) as server:
+            url = server.url
+        with pytest.raises(ConnectFailed):
+            await pool().request("GET", url, None, None, 5.0)
+    asyncio.run(main())
+
+
+def test_a_cancelled_request_closes_its_connection() -> None:
+    async def main() -> None:
+        async with ScriptedServer([never, ok()]) as server:
+            connections = pool()
+            request = asyncio.ensure_future(connections.request("POST", server.url, None, b"{}", 60.0))
+            while not server.requests:  # the server has the request: cancel while it is being answered
+                await asyncio.sleep(0.01)
+            request.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await request
+            assert await connections.request("POST", server.url, None, b"{}", 5.0) == (200, b'{"ok": true}')
+            connections.close()
+            assert server.connections == 2
+    asyncio.run(main())
+
+
+def test_at_most_limit_connections_are_open() -> None:
+    async def main() -> None:
+        async with ScriptedServer([ok()]) as server:
+            connections = pool(limit=3)
+            replies = await asyncio.gather(*(connections.request("GET", server.url, None, None, 5.0)
+                                             for _ in range(20)))
+            connections.close()
+            assert all(status == 200 for status, _ in replies)
+            assert server.connections <= 3
+    asyncio.run(main())
