@@ -150,7 +150,9 @@ class _Connection(asyncio.Protocol):
                     transport.writelines((b"%x\r\n" % len(chunk), chunk, b"\r\n"))
                 if self._writable is not None:
                     await self._writable
-            if not self.closed:
+            if reply.done():  # the server answered before the body's end: what it did with the rest is unknown
+                self.reusable = False
+            elif not self.closed:
                 transport.write(b"0\r\n\r\n")
         timer = self._loop.call_later(read_timeout_s, self._timed_out, read_timeout_s)
         try:
