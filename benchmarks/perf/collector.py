@@ -5,8 +5,8 @@ benchmarks/results/collector.json.
     .venv/bin/python -m benchmarks.perf.collector --quick    # smaller row counts, no 1M run
 
 Measured: (1) orchestration throughput of the full stack (collector -> simple_agent -> vllm_model -> instant stub
-chat model, weather environment) at 64/256/1024 concurrent, each beside a bare client (our HttpClient in this
-process) posting a chat request straight to the same stub as many times at the same concurrency: the stack's
+chat model, weather environment) at 64/256/1024 concurrent, each beside a bare client in this process (ours, then
+aiohttp's) posting a chat request straight to the same stub as many times at the same concurrency: the stack's
 ceiling, since a rollout asks the model twice and the stub answers instantly; (2) collector peak RSS at 10k/200k rows on the full
 stack and at 10k/1M rows on the tests' instant agent; (3) resume scan time of the output file. Ratios: each
 concurrency against 64, the largest row count's peak RSS against the smallest's. Never run by the test suite.
@@ -21,9 +21,14 @@ from typing import Any
 import uvloop
 
 from benchmarks.perf.harness import WEATHER_AGENT, instant_agent_stack, run_collector, weather_stack, write_rows
-from benchmarks.perf.http_clients import with_nemo_gym
+from benchmarks.perf.http_clients import with_aiohttp, with_nemo_gym
 from benchmarks.perf.results import load_average, recording
 from nemo_gym.rollout_collection.store import scan_done
+
+
+# The stack's ceiling, measured two ways: with our client (the stub's own limit) and with aiohttp's (the bare
+# client of the figures taken before nemo_gym.http_wire).
+BARE_CLIENTS = {"nemo_gym": with_nemo_gym, "aiohttp": with_aiohttp}
 
 
 def _row(name: str, figure: str, detail: dict[str, Any]) -> dict[str, Any]:
@@ -43,12 +48,15 @@ def throughput(work: Path, rows: int, concurrencies: list[int], rounds: int) -> 
             for concurrency in concurrencies:
                 output = work / f"tp_{concurrency}_{index}.jsonl"
                 result = run_collector(stack, inputs, output, WEATHER_AGENT, concurrency)
-                bare = uvloop.run(with_nemo_gym(f"{stack.model_base_url}/chat/completions", rows, concurrency))
+                chat = f"{stack.model_base_url}/chat/completions"
+                bare = {name: uvloop.run(client(chat, rows, concurrency))["requests_per_s"]
+                        for name, client in BARE_CLIENTS.items()}
                 out.append(_row(f"full stack, {concurrency} concurrent, {rows} rows",
                                 f"{result['rollouts_per_s']:.0f}/s {result['cpu_ms_per_rollout']:.2f} cpu-ms",
                                 {"concurrency": concurrency, "round": index, **result,
-                                 "bare_client_requests_per_s": bare["requests_per_s"],
-                                 "stack_vs_bare_client": round(result["rollouts_per_s"] / bare["requests_per_s"], 3)}))
+                                 "bare_client_requests_per_s": bare,
+                                 "stack_vs_bare_client": {name: round(result["rollouts_per_s"] / rate, 3)
+                                                          for name, rate in bare.items()}}))
     return out
 
 
@@ -129,7 +137,8 @@ def main() -> None:
             f"cpu_ms_per_rollout_vs_{best[0]['concurrency']}_concurrent": {
                 str(row["concurrency"]): round(row["cpu_ms_per_rollout"] / best[0]["cpu_ms_per_rollout"], 3)
                 for row in best},
-            "stack_vs_bare_client": {str(row["concurrency"]): row["stack_vs_bare_client"] for row in best},
+            "stack_vs_bare_client": {name: {str(row["concurrency"]): row["stack_vs_bare_client"][name] for row in best}
+                                     for name in BARE_CLIENTS},
             f"full_stack_peak_rss_{rss_rows[-1]}_vs_{rss_rows[0]}_rows": _ratio(figures["full_stack_rss"],
                                                                                 "peak_rss_mb"),
         }

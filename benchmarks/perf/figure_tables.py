@@ -132,9 +132,10 @@ def collector(r: Report) -> str:
                      + (f", {cpu[c]:.2f}x CPU-ms per rollout" if c in cpu else "") for c in rates if int(c) != base)
     out += ["", f"Best run of each concurrency against the best at {base} in flight: {line}."]
     if "stack_vs_bare_client" in r["ratios"]:
-        bare = ", ".join(f"{c}: **{ratio:.2f}**" for c, ratio in r["ratios"]["stack_vs_bare_client"].items())
+        bare = "; ".join(f"with {client}'s client " + ", ".join(f"{c}: **{ratio:.2f}**" for c, ratio in by_c.items())
+                         for client, by_c in r["ratios"]["stack_vs_bare_client"].items())
         out += ["", "Full stack rollouts/s over a bare client's chat requests/s straight to the same stub, at the same "
-                f"concurrency, in the same round: {bare}."]
+                f"concurrency, in the same round (best run of each): {bare}."]
     out += ["", "| collector peak RSS (VmHWM) | rows | peak RSS | vs smallest | rollouts/s | load |",
             "|---|---|---|---|---|---|"]
     for label, key in (("full stack", "full_stack_rss"), ("instant test agent", "instant_agent_rss")):
