@@ -25,7 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # Tests point this elsewhere so that a benchmark they start never replaces a committed results file.
 RESULTS_DIR = Path(os.environ.get("NEMO_GYM_BENCH_RESULTS_DIR", REPO_ROOT / "benchmarks" / "results"))
 QUICK_DIR = RESULTS_DIR / "quick"  # smoke runs never replace the figures the docs quote
-_PACKAGES = ("vllm", "torch", "transformers", "aiohttp", "uvicorn", "orjson")
+_PACKAGES = ("vllm", "torch", "transformers", "httptools", "aiohttp", "uvicorn", "orjson")
 
 
 class BenchmarkFailed(RuntimeError):
