@@ -3,8 +3,8 @@ one call, each reply parsed by httptools (the C parser uvicorn serves with).
 
 Why not aiohttp's client: on loopback it spends 3.5 times the CPU per request of this module
 (benchmarks/results/http_clients.json), and every rollout makes five such calls in the agent alone.
-What this needs is small: JSON bodies (or a stream of chunks), a status and a body back, timeouts, no redirects,
-no cookies, no proxies, no compression.
+What this needs is small: JSON bodies (or a stream of chunks), a status and a body back (framed by Content-Length,
+chunked, or the connection's end), timeouts, no redirects, no cookies, no proxies, no compression.
 
 Failures are typed by when they happened, which is what decides their failure class:
 `ConnectFailed` (no connection, or it closed before the reply began), `ReplyTimeout`, `BadReply` (malformed HTTP, or
@@ -68,6 +68,8 @@ class _Connection(asyncio.Protocol):
         self._reply: asyncio.Future[tuple[int, bytes]] | None = None
         self._body: list[bytes] = []
         self._reply_began = False
+        self._headers_done = False
+        self._framed = False  # the reply says where its body ends (Content-Length or chunked), not the connection's end
         self._writable: asyncio.Future[None] | None = None  # set while the transport's buffer is full
         self.closed = False
         self.reusable = False
@@ -79,7 +81,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._reply_began:
+        if self._headers_done and not self._framed and exc is None:  # a body that ends with the connection
+            self.on_message_complete()
+        elif self._reply_began:
             self._fail(BadReply("the connection closed partway through the reply"))
         else:
             self._fail(ConnectFailed(f"the server closed the connection before replying ({exc or 'EOF'})"))
@@ -106,14 +110,21 @@ class _Connection(asyncio.Protocol):
             self.abort()
 
     # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        self._headers_done = True
+
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
 
     def on_message_complete(self) -> None:
         reply, self._reply = self._reply, None
         body, self._body = b"".join(self._body), []
-        self._reply_began = False
-        self.reusable = self._parser.should_keep_alive()
+        self._reply_began = self._headers_done = self._framed = False
+        self.reusable = self._parser.should_keep_alive() and not self.closed
         if reply is not None and not reply.done():
             reply.set_result((self._parser.get_status_code(), body))
 

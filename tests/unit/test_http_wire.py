@@ -165,6 +165,23 @@ def test_chunked_request_and_chunked_reply() -> None:
     asyncio.run(main())
 
 
+async def until_close(request: bytes, writer: asyncio.StreamWriter) -> bool:
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"ok\": true}")
+    await writer.drain()
+    return False
+
+
+def test_a_body_without_length_ends_with_the_connection() -> None:
+    async def main() -> None:
+        async with ScriptedServer([until_close]) as server:
+            connections = pool()
+            for _ in range(2):  # never reused: the next request opens a new connection
+                assert await connections.request("GET", server.url, None, None, 5.0) == (200, b'{"ok": true}')
+            connections.close()
+            assert server.connections == 2
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("answer, error, failure_class", [
     (reset, ConnectFailed, "connect"),
     (truncated, BadReply, "invalid_response"),
