@@ -3,6 +3,9 @@ keep-alive connections, chunked bodies both ways, and each way a reply can fail,
 nemo_gym.http_client gives it."""
 
 import asyncio
+import ssl
+import subprocess
+from pathlib import Path
 from typing import Awaitable, Callable
 
 import pytest
@@ -40,16 +43,18 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes | None:
 class ScriptedServer:
     """Answers the n-th request with `answers[n]` (the last one again once they run out); counts connections."""
 
-    def __init__(self, answers: list[Answer]) -> None:
+    def __init__(self, answers: list[Answer], tls: ssl.SSLContext | None = None) -> None:
         self.answers = answers
+        self.tls = tls
         self.requests: list[bytes] = []
         self.connections = 0
         self.closed_by_client = asyncio.Event()
         self.url = ""
 
     async def __aenter__(self) -> "ScriptedServer":
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/x?y=1"
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
+        scheme = "https" if self.tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/x?y=1"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -241,3 +246,30 @@ def test_at_most_limit_connections_are_open() -> None:
             assert all(status == 200 for status, _ in replies)
             assert server.connections <= 3
     asyncio.run(main())
+
+
+def test_https_to_a_server_whose_certificate_the_default_context_trusts(tmp_path: Path, monkeypatch) -> None:
+    """A remote OpenAI-compatible API is https: the pool verifies the certificate against the default trust store
+    (here one self-signed certificate for 127.0.0.1, through OpenSSL's SSL_CERT_FILE) and the host name."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+
+    async def main(trusted: bool) -> None:
+        async with ScriptedServer([ok()], tls=tls) as server:
+            connections = pool()
+            if trusted:
+                assert await connections.request("POST", server.url, None, b"{}", 5.0) == (200, b'{"ok": true}')
+                assert await connections.request("POST", server.url, None, b"{}", 5.0) == (200, b'{"ok": true}')
+                assert server.connections == 1
+            else:
+                with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
+                    await connections.request("POST", server.url, None, b"{}", 5.0)
+            connections.close()
+
+    asyncio.run(main(trusted=False))  # the system's trust store does not know this certificate
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    asyncio.run(main(trusted=True))
