@@ -36,7 +36,7 @@ def _error_body(content: bytes) -> Any:
         return content[:500].decode(errors="replace")
 
 
-def _transport_failure(exc: WireError | TimeoutError, url: str) -> RequestFailed:
+def _transport_failure(exc: WireError, url: str) -> RequestFailed:
     """The failure class of a request that got no complete reply."""
     if isinstance(exc, ConnectFailed):
         kind = "connect"  # refused, reset, or closed before the reply: a retry may reach a healthy server

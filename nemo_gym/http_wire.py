@@ -41,21 +41,18 @@ class BadReply(WireError):
 
 
 @functools.lru_cache(maxsize=4096)
-def _split(url: str) -> tuple[tuple[str, str, int], bytes]:
-    """(scheme, host, port) and the request target of `url`; the same few URLs are sent to over and over."""
+def _split(url: str) -> tuple[tuple[str, str, int], bytes, bytes]:
+    """(scheme, host, port), the request target and the Host header of `url`; the same few URLs are sent to over
+    and over, so each is worked out once."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {url!r}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    default = 443 if parts.scheme == "https" else 80
+    port = parts.port or default
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return (parts.scheme, parts.hostname, port), target.encode()
-
-
-def _host_header(origin: tuple[str, str, int]) -> bytes:
-    scheme, host, port = origin
-    name = f"[{host}]" if ":" in host else host
-    default = 443 if scheme == "https" else 80
-    return (name if port == default else f"{name}:{port}").encode()
+    name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    host = name if port == default else f"{name}:{port}"
+    return (parts.scheme, parts.hostname, port), target.encode(), host.encode()
 
 
 class _Connection(asyncio.Protocol):
@@ -188,8 +185,8 @@ class ConnectionPool:
     async def request(self, method: str, url: str, headers: dict[str, str] | None, body: Body,
                       read_timeout_s: float) -> tuple[int, bytes]:
         """`method url` with `headers` and `body`; its status and body, or a WireError."""
-        origin, target = _split(url)
-        lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method.encode(), target, _host_header(origin))]
+        origin, target, host = _split(url)
+        lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method.encode(), target, host)]
         for name, value in (headers or {}).items():
             lines.append(b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1")))
         if body is None:
@@ -204,16 +201,18 @@ class ConnectionPool:
             try:
                 status, reply = await connection.exchange(head, body, read_timeout_s)
             except BaseException:  # a timeout, a failure, a cancelled caller: the connection's state is unknown
-                connection.abort()
-                self._open.discard(connection)
+                self._drop(connection)
                 raise
             if connection.reusable and not connection.closed:
                 connection.idle_since = time.monotonic()
                 self._idle.setdefault(origin, []).append(connection)
             else:
-                connection.abort()
-                self._open.discard(connection)
+                self._drop(connection)
             return status, reply
+
+    def _drop(self, connection: _Connection) -> None:
+        connection.abort()
+        self._open.discard(connection)
 
     async def _connection(self, origin: tuple[str, str, int]) -> _Connection:
         idle = self._idle.get(origin)
@@ -222,8 +221,7 @@ class ConnectionPool:
             connection = idle.pop()
             if not connection.closed and now - connection.idle_since < self._keepalive_s:
                 return connection
-            connection.abort()
-            self._open.discard(connection)
+            self._drop(connection)
         scheme, host, port = origin
         tls = None
         if scheme == "https":

@@ -7,9 +7,10 @@ benchmarks/results/collector.json.
 Measured: (1) orchestration throughput of the full stack (collector -> simple_agent -> vllm_model -> instant stub
 chat model, weather environment) at 64/256/1024 concurrent, each beside a bare client in this process (ours, then
 aiohttp's) posting a chat request straight to the same stub as many times at the same concurrency: the stack's
-ceiling, since a rollout asks the model twice and the stub answers instantly; (2) collector peak RSS at 10k/200k rows on the full
-stack and at 10k/1M rows on the tests' instant agent; (3) resume scan time of the output file. Ratios: each
-concurrency against 64, the largest row count's peak RSS against the smallest's. Never run by the test suite.
+ceiling, since a rollout asks the model twice and the stub answers instantly; (2) collector peak RSS at
+10k/200k rows on the full stack and at 10k/1M rows on the tests' instant agent; (3) resume scan time of the output
+file. Ratios: each concurrency against 64, the largest row count's peak RSS against the smallest's. Never run by
+the test suite.
 """
 
 import argparse

@@ -170,7 +170,8 @@ def http_clients(r: Report) -> str:
            f"Source: {source(r)}.", "",
            "| client | client cpu-ms/request | over ours | requests/s |", "|---|---|---|---|"]
     for name in cpu:
-        ratio = "1.00x" if name == "nemo_gym" else f"**{r['ratios'][f'{name}_vs_nemo_gym_client_cpu_per_request']:.2f}x**"
+        ratio = "1.00x" if name == "nemo_gym" else \
+            f"**{r['ratios'][f'{name}_vs_nemo_gym_client_cpu_per_request']:.2f}x**"
         out.append(f"| {name} | {cpu[name]} | {ratio} | {_n(rate[name])} |")
     return "\n".join(out)
 

@@ -62,8 +62,9 @@ async def with_httpx(url: str, requests: int, concurrency: int) -> dict[str, flo
 
 async def with_aiohttp(url: str, requests: int, concurrency: int) -> dict[str, float]:
     connector = aiohttp.TCPConnector(limit=4096, keepalive_timeout=4.0)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=600)
     async with aiohttp.ClientSession(connector=connector, trust_env=False, skip_auto_headers=("User-Agent",),
-                                     timeout=aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=600)) as session:
+                                     timeout=timeout) as session:
         content = orjson.dumps(BODY)
 
         async def send() -> Any:

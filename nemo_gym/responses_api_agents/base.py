@@ -26,10 +26,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 from pydantic import Field
 
+from nemo_gym.config.servers import ServerSettings
 from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.protocol import MAX_TURNS_PARAM, SESSION_HEADER
-from nemo_gym.config.servers import ServerSettings
 from nemo_gym.server.base import (
     BaseServer,
     HandlerError,

@@ -193,7 +193,8 @@ def test_a_body_without_length_ends_with_the_connection() -> None:
     (malformed, BadReply, "invalid_response"),
     (never, ReplyTimeout, "timeout"),
 ])
-def test_each_failure_is_typed_and_the_connection_is_not_reused(answer: Answer, error: type, failure_class: str) -> None:
+def test_each_failure_is_typed_and_the_connection_is_not_reused(answer: Answer, error: type,
+                                                                failure_class: str) -> None:
     async def main() -> None:
         async with ScriptedServer([answer, ok()]) as server:
             connections = pool()
