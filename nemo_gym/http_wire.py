@@ -46,7 +46,7 @@ def _split(url: str) -> tuple[tuple[str, str, int], bytes, bytes]:
     and over, so each is worked out once."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {url!r}")
+        raise ConnectFailed(f"not an http(s) URL: {url!r}")  # nothing to connect to, as aiohttp's client said
     default = 443 if parts.scheme == "https" else 80
     port = parts.port or default
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

@@ -221,6 +221,16 @@ def test_nothing_listening_is_a_connect_failure() -> None:
     asyncio.run(main())
 
 
+def test_a_url_that_is_not_http_is_a_connect_failure_naming_it() -> None:
+    async def main() -> None:
+        client = HttpClient()
+        with pytest.raises(RequestFailed) as failed:
+            await client.post_json("ftp://127.0.0.1:9/v1", {}, retry=NO_RETRY)
+        await client.aclose()
+        assert failed.value.failure_class == "connect" and "ftp://127.0.0.1:9/v1" in str(failed.value)
+    asyncio.run(main())
+
+
 def test_a_cancelled_request_closes_its_connection() -> None:
     async def main() -> None:
         async with ScriptedServer([never, ok()]) as server:
