@@ -16,6 +16,8 @@ wait "$beside"
 trap - EXIT
 bash scripts/setup_tests.sh  # what only the tests need (the rest of it)
 
+# The weight-update tests write half-GB model copies: name the free space, so a full disk is plain in the log.
+echo "[test] free disk for temporary folders (${TMPDIR:-/tmp}): $(df -Ph "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $4}')"
 started=$(date +%s)
 set +e
 .venv/bin/python -m pytest -q -rfEs --durations=15 "$@"

@@ -27,6 +27,7 @@ from nemo_gym.experience.grpo import completion_logprobs, token_mult_prob_error
 from nemo_gym.experience.interfaces import Completion
 from nemo_gym.experience.rollout_manager import RolloutManager
 from nemo_gym.experience.turns.chat_template import ChatTemplate
+from tests.experience.weight_folders import removed_after
 from tests.helpers.model import MODEL_DIR
 from tests.helpers.stack import REPO_ROOT, Stack, math_and_game_agents
 
@@ -66,8 +67,9 @@ def pushed(vllm_weights_server: Any, tmp_path_factory: pytest.TempPathFactory) -
                 parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.004)
     config = {"model_name": vllm_weights_server.model, "max_seq_len": 2048, "pad_token_id": TOKENIZER.pad_token_id,
               "max_new_tokens": 16, "temperature": 1.0}
-    with VllmHttpGeneration(config, vllm_weights_server.base_url) as policy:
-        policy.update_weights(write_weights(model, tmp_path_factory.mktemp("weights") / "v1"), 1)
+    with removed_after(tmp_path_factory.mktemp("weights")) as root, \
+            VllmHttpGeneration(config, vllm_weights_server.base_url) as policy:
+        policy.update_weights(write_weights(model, root / "v1"), 1)
         try:
             yield Pushed(model, original, policy)
         finally:  # the session's vLLM serves the bundled model again for the tests after these

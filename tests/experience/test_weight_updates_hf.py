@@ -14,15 +14,16 @@ from nemo_gym.experience.rollout_manager import RolloutManager
 from nemo_gym.experience.turns.chat_template import ChatTemplate
 from tests.experience.generation_support import chat_prompt, generated_part, make_batch
 from tests.experience.scripted import CountdownEnvironment, countdown_samples
-from tests.experience.weight_folders import write_weight_folders
+from tests.experience.weight_folders import removed_after, write_weight_folders
 from tests.helpers.model import MODEL_DIR
 
 CONFIG = {"max_new_tokens": 8, "max_seq_len": 2048}
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return write_weight_folders(tmp_path_factory.mktemp("weights"))
+def folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    with removed_after(tmp_path_factory.mktemp("weights")) as root:
+        yield write_weight_folders(root)
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ from nemo_gym.experience.errors import WeightUpdateError
 from nemo_gym.experience.generation import VllmHttpGeneration
 from nemo_gym.experience.turns.chat_template import ChatTemplate
 from tests.experience.generation_support import FakeVllm, LoopbackServer, chat_prompt, generated_part, make_batch
-from tests.experience.weight_folders import write_weight_folders
+from tests.experience.weight_folders import removed_after, write_weight_folders
 from tests.helpers.model import MODEL_DIR
 from tests.helpers.stack import REPO_ROOT
 
@@ -36,8 +36,9 @@ QUESTIONS = ("What is 2 + 3?", "What is the capital of France?")
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return write_weight_folders(tmp_path_factory.mktemp("weights"))
+def folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    with removed_after(tmp_path_factory.mktemp("weights")) as root:
+        yield write_weight_folders(root)
 
 
 def config(server: Any, max_new_tokens: int = 16) -> dict[str, Any]:

@@ -1,5 +1,8 @@
 """Weights folders of the bundled model for the weight-update tests, written the way a trainer writes them."""
 
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -7,6 +10,16 @@ from transformers import AutoModelForCausalLM
 
 from nemo_gym.experience.generation.weights import write_weights
 from tests.helpers.model import MODEL_DIR
+
+@contextmanager
+def removed_after(root: Path) -> Iterator[Path]:
+    """`root`, removed when the block ends: each weights folder is half a GB, and a module's temporary folders
+    otherwise stay on disk until the whole session ends."""
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
 
 def write_weight_folders(root: Path) -> dict[str, Path]:
     """Three folders under `root`, by name:
