@@ -26,6 +26,7 @@ from nemo_gym.errors import ConfigError
 from nemo_gym.failures import failure_class_of
 from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed
 from nemo_gym.server.client import ServerClient
+from nemo_gym.server.gc_pace import serving_pace
 
 logger = logging.getLogger("nemo_gym.server")
 
@@ -197,7 +198,8 @@ class BaseServer:
             self.servers = ServerClient(self.head_url, self.http)
         await self.startup()
         try:
-            yield
+            with serving_pace():
+                yield
         finally:
             await self.shutdown()
             await self.http.aclose()
