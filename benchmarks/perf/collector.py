@@ -23,7 +23,7 @@ import uvloop
 
 from benchmarks.perf.harness import WEATHER_AGENT, instant_agent_stack, run_collector, weather_stack, write_rows
 from benchmarks.perf.http_clients import with_aiohttp, with_nemo_gym
-from benchmarks.perf.results import load_average, recording
+from benchmarks.perf.results import best_by_concurrency, load_average, recording
 from nemo_gym.rollout_collection.store import scan_done
 
 
@@ -59,15 +59,6 @@ def throughput(work: Path, rows: int, concurrencies: list[int], rounds: int) -> 
                                  "stack_vs_bare_client": {name: round(result["rollouts_per_s"] / rate, 3)
                                                           for name, rate in bare.items()}}))
     return out
-
-
-def best_by_concurrency(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """The fastest run of each concurrency, in the order they ran."""
-    best: dict[int, dict[str, Any]] = {}
-    for row in rows:
-        if row["concurrency"] not in best or row["rollouts_per_s"] > best[row["concurrency"]]["rollouts_per_s"]:
-            best[row["concurrency"]] = row
-    return best
 
 
 def full_stack_rss(work: Path, row_counts: list[int], concurrency: int = 256) -> list[dict[str, Any]]:

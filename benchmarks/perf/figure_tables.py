@@ -7,7 +7,7 @@ Each renderer takes a loaded results file and returns the block's text; `readme_
 import json
 from typing import Any, Callable
 
-from benchmarks.perf.results import RESULTS_DIR, loaded_at_start
+from benchmarks.perf.results import RESULTS_DIR, best_by_concurrency, loaded_at_start
 
 Report = dict[str, Any]
 
@@ -62,7 +62,7 @@ def glance(_: Report) -> str:
     rows = ["| benchmark | ratio | rates behind it | load at start |", "|---|---|---|---|"]
     col = load("collector")
     if col["status"] == "ok":
-        tp = {row["concurrency"]: row for row in col["throughput"]}
+        tp = best_by_concurrency(col["throughput"])  # the rounds the ratios compare
         rss = col["full_stack_rss"]
         rows.append(f"| collector peak RSS, {_n(rss[-1]['rows'])} vs {_n(rss[0]['rows'])} rows (full stack) | "
                     f"**{rss[-1]['peak_rss_mb'] / rss[0]['peak_rss_mb']:.2f}x** | {rss[0]['peak_rss_mb']} → "
@@ -116,7 +116,7 @@ def collector(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
     base, rates, cpu = _concurrency_ratios(r)
-    best = max((row for row in r["throughput"] if row["concurrency"] == base), key=lambda row: row["rollouts_per_s"])
+    best = best_by_concurrency(r["throughput"])[base]
     by_process = "cpu_ms_per_rollout_by_process" in r["throughput"][0]
     out = [f"Source: {source(r)}.", "",
            f"| full stack, instant model | rollouts/s | vs best at {base} | cpu-ms/rollout |"

@@ -98,6 +98,15 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def best_by_concurrency(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The fastest run of each concurrency, in the order they ran."""
+    best: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        if row["concurrency"] not in best or row["rollouts_per_s"] > best[row["concurrency"]]["rollouts_per_s"]:
+            best[row["concurrency"]] = row
+    return best
+
+
 def results_path(name: str, quick: bool = False) -> Path:
     return (QUICK_DIR if quick else RESULTS_DIR) / f"{name}.json"
 
