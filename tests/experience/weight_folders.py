@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM
 from nemo_gym.experience.generation.weights import write_weights
 from tests.helpers.model import MODEL_DIR
 
+
 @contextmanager
 def removed_after(root: Path) -> Iterator[Path]:
     """`root`, removed when the block ends: each weights folder is half a GB, and a module's temporary folders
