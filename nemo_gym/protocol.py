@@ -345,6 +345,12 @@ def output_text(response: dict[str, Any]) -> str:
     )
 
 
+def final_message_text(response: dict[str, Any]) -> str:
+    """Text of the last message item of a response: earlier messages are steps on the way, not the answer."""
+    messages = [item for item in response.get("output") or [] if item.get("type") == "message"]
+    return output_text({"output": messages[-1:]})
+
+
 def token_info(item: dict[str, Any]) -> dict[str, Any] | None:
     """The token-id fields of an output item, or None when it carries none."""
     if "generation_token_ids" not in item:

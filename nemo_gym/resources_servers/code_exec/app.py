@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from nemo_gym.errors import NemoGymError
+from nemo_gym.protocol import final_message_text
 from nemo_gym.resources_servers.base import ResourcesServer
 from nemo_gym.resources_servers.code_exec.bwrap import default_bwrap_path
-from nemo_gym.resources_servers.code_exec.completion import assemble_program, extract_code, final_message_text
+from nemo_gym.resources_servers.code_exec.completion import assemble_program, extract_code
 from nemo_gym.resources_servers.code_exec.executor import Executor
 from nemo_gym.resources_servers.code_exec.outcomes import PASSED
 from nemo_gym.resources_servers.code_exec.settings import CodeExecSettings

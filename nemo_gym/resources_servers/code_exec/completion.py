@@ -12,21 +12,12 @@ The row's `test` (which defines `check(candidate)`) and `check(<entry_point>)` c
 """
 
 import re
-from typing import Any
-
-from nemo_gym.protocol import output_text
 
 FUNCTION = "function"
 BODY = "body"
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
 _PYTHON_TAGS = {"", "python", "py", "python3"}
-
-
-def final_message_text(response: dict[str, Any]) -> str:
-    """Text of the last message of a response: earlier messages are steps on the way, not the answer."""
-    messages = [item for item in response.get("output") or [] if item.get("type") == "message"]
-    return output_text({"output": messages[-1:]})
 
 
 def _defines(code: str, entry_point: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from nemo_gym.protocol import output_text
+from nemo_gym.protocol import final_message_text
 from nemo_gym.resources_servers.base import ResourcesServer, ResourcesSettings
 from nemo_gym.resources_servers.math.verifier import extract_answer
 from nemo_gym.resources_servers.metrics import mean_reward_by
@@ -21,12 +21,6 @@ from nemo_gym.resources_servers.math.verify_pool import VerifyPool, VerifyTimeou
 from nemo_gym.server.base import HandlerError
 
 LEVEL = "level"
-
-
-def final_message_text(response: dict[str, Any]) -> str:
-    """Text of the last message item of a response: earlier messages are intermediate steps, not the answer."""
-    messages = [item for item in response.get("output") or [] if item.get("type") == "message"]
-    return output_text({"output": messages[-1:]})
 
 
 class MathSettings(ResourcesSettings):

@@ -1,8 +1,7 @@
 """How the model's message becomes the program that runs: which code is taken, and how it joins the prompt."""
 
-from nemo_gym.resources_servers.code_exec.completion import (
-    BODY, FUNCTION, assemble_program, extract_code, final_message_text,
-)
+from nemo_gym.protocol import final_message_text
+from nemo_gym.resources_servers.code_exec.completion import BODY, FUNCTION, assemble_program, extract_code
 
 PROMPT = 'from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum of xs."""\n'
 TEST = "def check(candidate):\n    assert candidate([1, 2]) == 3\n"
