@@ -14,7 +14,7 @@ from typing import TextIO
 
 from nemo_gym.compat.head_detect import NEMO_GYM
 from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
-from nemo_gym.http_client import NO_RETRY, HttpClient
+from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
@@ -23,7 +23,7 @@ from nemo_gym.rollout_collection.dry_run import plan_collection
 from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.manifest import fingerprint, manifest_of
 from nemo_gym.rollout_collection.progress import Progress
-from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes, file_size
+from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes, file_size, resume_refusal
 from nemo_gym.rollout_collection.prompt import PromptConfig, load_prompt_config
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.runner import Runner
@@ -105,11 +105,7 @@ def _resume(config: RolloutCollectionConfig, plan: InputPlan, fp: dict) -> tuple
     changes = config_changes(config, fp)
     if changes is not None:
         if changes and not config.resume_ignore_config_change:
-            raise NemoGymError(
-                f"refusing to resume {output}: this run differs from the one that wrote it ("
-                + "; ".join(changes)
-                + "). Use a new +output_jsonl_fpath, or pass +resume_ignore_config_change=true to mix them anyway"
-            )
+            raise resume_refusal(config.output_path, changes)
         if changes:
             _say(f"warning: resuming despite config changes ({'; '.join(changes)})")
     for path in (output, failures):
@@ -191,8 +187,7 @@ async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: Tex
     http = HttpClient(
         read_timeout_s=config.rollout_timeout_s,
         max_connections=config.num_samples_in_parallel + 16,
-        retry=NO_RETRY,  # the runner counts attempts itself, across runs
-    )
+    )  # one attempt per request (the client's default): the runner counts attempts itself, across runs
     try:
         servers = ServerClient(config.head_server_url, http)
         agent_urls = await _agent_urls(servers)

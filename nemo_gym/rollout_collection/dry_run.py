@@ -6,16 +6,16 @@ must be one that runs, and the fingerprint is compared with the output's manifes
 """
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
-from nemo_gym.errors import NemoGymError
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.manifest import fingerprint
 from nemo_gym.rollout_collection.prompt import PromptConfig
-from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes
+from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes, resume_refusal
 
 
 def _output_state(config: RolloutCollectionConfig, fp: dict) -> str:
@@ -26,18 +26,33 @@ def _output_state(config: RolloutCollectionConfig, fp: dict) -> str:
     if changes is None:
         return "new (nothing to resume yet)"
     if changes and not config.resume_ignore_config_change:
-        raise NemoGymError(f"a resume of {config.output_path} would be refused: the run changed ({'; '.join(changes)})")
+        raise resume_refusal(config.output_path, changes)
     return "resumed despite config changes" if changes else "resumed (same run)"
+
+
+@dataclass(frozen=True)
+class CheckedRun:
+    plan: InputPlan
+    fingerprint: dict
+    output_state: str  # what the run would do with its output: "new", "resumed (same run)", ...
+
+
+def check_collection(config: RolloutCollectionConfig, agents: set[str], prompt: PromptConfig | None,
+                     seed_top_level: bool = True) -> CheckedRun:
+    """Every check a run makes before its first rollout, writing nothing: each input row against `agents`, and
+    the output's state (a fresh run needs an empty output; a resume, the same run's manifest)."""
+    with open(os.devnull, "wb") as nowhere:
+        plan = materialize_inputs(config, Path(config.input_jsonl_fpath), config.agent_name, agents, prompt, nowhere,
+                                  seed_top_level)
+    fp = fingerprint(config, config.agent_name, plan, prompt)
+    return CheckedRun(plan, fp, _output_state(config, fp))
 
 
 def plan_collection(config: RolloutCollectionConfig, agents: set[str], prompt: PromptConfig | None,
                     seed_top_level: bool = True) -> InputPlan:
     """Validate the run of `config` against the running `agents` and print what it would do."""
-    with open(os.devnull, "wb") as nowhere:
-        plan = materialize_inputs(config, Path(config.input_jsonl_fpath), config.agent_name, agents, prompt, nowhere,
-                                  seed_top_level)
-    fp = fingerprint(config, config.agent_name, plan, prompt)
-    state = _output_state(config, fp)
+    checked = check_collection(config, agents, prompt, seed_top_level)
+    plan, fp, state = checked.plan, checked.fingerprint, checked.output_state
     num_shards, shard_index = config.shard()
     sampled = (f"; a random {config.sample} with +sample_seed={config.sample_seed}"
                if config.sample is not None else "")

@@ -1,10 +1,12 @@
 """ng_e2e_collect_rollouts: prepare the inputs of one split, start every server, collect, aggregate, stop.
 
 The inputs are the union of every agent's datasets of that split, each row tagged with its agent; they are
-prepared into one file next to the output before any server starts, so a bad dataset fails in a second, and a
-resumed run finds the same file (same fingerprint) again. Preparing applies each dataset entry's options: its
-`prompt_config` (else +prompt_config) builds the rows' input, and its `num_repeats` is written into each row as
-`_ng_num_repeats`, so the prepared file, and with it the run's fingerprint, changes whenever an entry does.
+prepared into one file next to the output, and a resumed run finds the same file (same fingerprint) again. Every
+check that could refuse the run (server settings, the output's state, the W&B login, every prepared row) is made
+before any server starts, so a refusal takes a second, not a vLLM cold start. Preparing applies each dataset
+entry's options: its `prompt_config` (else +prompt_config) builds the rows' input, and its `num_repeats` is written
+into each row as `_ng_num_repeats`, so the prepared file, and with it the run's fingerprint, changes whenever an
+entry does.
 """
 
 import os
@@ -26,10 +28,14 @@ from nemo_gym.rollout_collection.config import (
     RolloutCollectionConfig,
     SharedRolloutCollectionConfig,
 )
-from nemo_gym.rollout_collection.dry_run import plan_collection
+from nemo_gym.rollout_collection.dry_run import check_collection, plan_collection
+from nemo_gym.rollout_collection.inputs import shared_index_error
 from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError, load_prompt_config
+from nemo_gym.rollout_collection.resume_check import check_fresh
+from nemo_gym.rollout_collection.task_groups import SharedIndexCheck
+from nemo_gym.rollout_collection.wandb_upload import require_wandb_login
 from nemo_gym.sync_bridge import run_sync
-from nemo_gym.run_format import AGENT_REF, CREATE_PARAMS, NUM_REPEATS
+from nemo_gym.run_format import AGENT_REF, CREATE_PARAMS, NUM_REPEATS, TASK_INDEX
 from nemo_gym.server.settings_check import check_server_settings
 from nemo_gym.server.supervisor import Supervisor
 
@@ -106,9 +112,9 @@ def prepare_split_inputs(config: E2ERolloutCollectionConfig, global_config: Glob
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb", buffering=1 << 20) as out:
-            for dataset in datasets:
-                _copy_tagged(dataset, out)
+        with open(tmp, "wb", buffering=1 << 20) as out, SharedIndexCheck() as shared:
+            for ordinal, dataset in enumerate(datasets):
+                _copy_tagged(dataset, out, _SharedIndexOrigins(datasets, ordinal, shared))
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -116,7 +122,30 @@ def prepare_split_inputs(config: E2ERolloutCollectionConfig, global_config: Glob
     return dest
 
 
-def _copy_tagged(dataset: SplitDataset, out: BinaryIO) -> None:
+@dataclass(frozen=True)
+class _SharedIndexOrigins:
+    """The shared-index check over every dataset of the split: a row's origin is its dataset and line, so that a
+    refusal names both datasets' own files and lines (rows of two datasets may carry one index too)."""
+
+    datasets: list[SplitDataset]
+    ordinal: int
+    shared: SharedIndexCheck
+
+    def check(self, where: str, row: dict[str, Any]) -> None:
+        task = row.get(TASK_INDEX)
+        if type(task) is not int:
+            return  # no index, or a bad one, which materialize_inputs refuses
+        line_no = int(where.rsplit(":", 1)[1])
+        first = self.shared.differing_first(task, row, self.ordinal << _LINE_BITS | line_no)
+        if first is not None:
+            first_where = f"{self.datasets[first >> _LINE_BITS].path}:{first & ((1 << _LINE_BITS) - 1)}"
+            raise InputDataError(f"{where}: {shared_index_error(task, first_where)}")
+
+
+_LINE_BITS = 40  # an origin is (dataset ordinal << 40) | line number
+
+
+def _copy_tagged(dataset: SplitDataset, out: BinaryIO, origins: _SharedIndexOrigins) -> None:
     """Copy the dataset's rows, tagged with its agent and options; errors name the dataset's own file and line."""
     for where, row in iter_records(dataset.path):
         if dataset.prompt is not None:
@@ -127,6 +156,7 @@ def _copy_tagged(dataset: SplitDataset, out: BinaryIO) -> None:
         if dataset.num_repeats is not None:
             row[NUM_REPEATS] = dataset.num_repeats
         row.setdefault(AGENT_REF, {"name": dataset.agent})
+        origins.check(where, row)
         out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
 
 
@@ -137,11 +167,16 @@ def collection_config(config: E2ERolloutCollectionConfig, inputs: Path, head_url
     return RolloutCollectionConfig(**shared, input_jsonl_fpath=str(inputs))
 
 
+def _configured_agents(global_config: GlobalConfig) -> set[str]:
+    """The agents the servers of the config will run: what the head server will list once they are up."""
+    return {spec.name for spec in global_config.servers().values() if spec.kind == AGENT_KIND}
+
+
 def plan_e2e(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) -> CollectionSummary:
     """+dry_run=true: check every server's settings and every row of the split against the configured agents, and
     print the plan; the inputs are prepared in a temporary folder and no server starts."""
     check_server_settings(global_config)
-    agents = {spec.name for spec in global_config.servers().values() if spec.kind == AGENT_KIND}
+    agents = _configured_agents(global_config)
     with tempfile.TemporaryDirectory(prefix="ng_dry_run_") as scratch:
         reuse = config.reuse_existing_data_preparation and config.prepared_inputs_fpath.is_file()
         inputs = prepare_split_inputs(config, global_config,
@@ -151,10 +186,24 @@ def plan_e2e(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) ->
     return CollectionSummary.planned(collection, plan.shard_rollouts)
 
 
+def _check_before_start(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) -> Path:
+    """Everything that could refuse the run once its servers were up, checked before any starts (a vLLM cold start
+    is minutes): every server's settings, the output's state, the W&B login, and every prepared row against the
+    configured agents. Returns the prepared inputs."""
+    check_server_settings(global_config)
+    if not config.resume_from_cache:
+        check_fresh(config)  # before preparing: a refused rerun leaves the earlier run's prepared inputs as they were
+    if config.upload_rollouts_to_wandb:
+        require_wandb_login()
+    inputs = prepare_split_inputs(config, global_config)
+    check_collection(collection_config(config, inputs, "(not started)"), _configured_agents(global_config), None)
+    return inputs
+
+
 def e2e_collect_rollouts(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) -> CollectionSummary:
     if config.dry_run:
         return plan_e2e(config, global_config)
-    inputs = prepare_split_inputs(config, global_config)
+    inputs = _check_before_start(config, global_config)
     log_dir = Path(config.log_dir or Path("ng_logs") / time.strftime("%Y%m%d-%H%M%S"))
     supervisor = Supervisor(global_config, log_dir)
     try:

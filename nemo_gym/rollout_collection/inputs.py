@@ -16,12 +16,12 @@ from nemo_gym.compat.extra_body import ExtraBodyError, with_seed
 from nemo_gym.errors import ConfigError, InputDataError
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
 from nemo_gym.run_files.rows import keyed
-from nemo_gym.run_format import AGENT_REF, NUM_REPEATS, TASK_INDEX
+from nemo_gym.run_format import AGENT_REF, NUM_REPEATS, ROLLOUT_INDEX, TASK_INDEX
 from nemo_gym.run_format import CREATE_PARAMS as RCP
 from nemo_gym.rollout_collection.params_types import wrong_field_type
 from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError
 from nemo_gym.rollout_collection.sampling import sampled_positions
-from nemo_gym.rollout_collection.task_groups import TaskGrouper
+from nemo_gym.rollout_collection.task_groups import SharedIndexCheck, TaskGrouper
 
 
 @dataclass
@@ -120,14 +120,26 @@ class _RowChecker:
 MAX_TASK_INDEX = 1 << 63  # a signed 64-bit integer, as the task maps store it
 
 
-def _given_task_index(checker: _RowChecker, line_no: int, row: dict[str, Any]) -> int | None:
-    """The row's own `_ng_task_index`, if it sets one (any row may; several rows may share one)."""
+def _given_task_index(checker: _RowChecker, line_no: int, row: dict[str, Any],
+                      shared: SharedIndexCheck) -> int | None:
+    """The row's own `_ng_task_index`, if it sets one (any row may; several rows may share one if they are the same
+    row: `shared_index_error`)."""
     if TASK_INDEX not in row:
         return None
     given = row[TASK_INDEX]
     if type(given) is not int or not 0 <= given < MAX_TASK_INDEX:
         raise checker.fail(line_no, f"{TASK_INDEX} must be a non-negative integer below 2**63, got {given!r}")
+    first = shared.differing_first(given, row, line_no)
+    if first is not None:
+        raise checker.fail(line_no, shared_index_error(given, f"{checker.source}:{first}"))
     return given
+
+
+def shared_index_error(task: int, first: str) -> str:
+    """The refusal of a row that carries the `_ng_task_index` of a different row, which was at `first`."""
+    return (f"{TASK_INDEX} {task} is also carried by {first}, a different row; rows that share a {TASK_INDEX} "
+            f"must be identical (apart from {ROLLOUT_INDEX} and {NUM_REPEATS}): give this row its own index, or "
+            f"leave {TASK_INDEX} out to have rows numbered by their content")
 
 
 def materialize_inputs(config: SharedRolloutCollectionConfig, input_path: Path, default_agent: str | None,
@@ -149,7 +161,7 @@ def materialize_inputs(config: SharedRolloutCollectionConfig, input_path: Path, 
     plan = InputPlan()
     digest = hashlib.sha256()
     seen = 0  # non-blank rows read, chosen or not
-    with open(input_path, "rb") as file, TaskGrouper() as grouper:
+    with open(input_path, "rb") as file, TaskGrouper() as grouper, SharedIndexCheck() as shared:
         for line_no, line in enumerate(file, start=1):
             if config.limit is not None and seen >= config.limit:
                 break
@@ -160,7 +172,7 @@ def materialize_inputs(config: SharedRolloutCollectionConfig, input_path: Path, 
             if chosen is not None and seen - 1 not in chosen:
                 continue
             row = checker.parse(line_no, line)
-            task = grouper.task_index(line, _given_task_index(checker, line_no, row))
+            task = grouper.task_index(line, _given_task_index(checker, line_no, row, shared))
             agent = checker.agent(line_no, row)
             if agent not in known_agents:
                 running = ", ".join(sorted(known_agents)) or "none"

@@ -30,3 +30,11 @@ def config_changes(config: SharedRolloutCollectionConfig, fp: dict) -> list[str]
     if recorded is None:
         return [f"no manifest ({config.manifest_fpath.name}) to compare with"]
     return changed_fields(recorded, fp)
+
+
+def resume_refusal(output: Path, changes: list[str]) -> NemoGymError:
+    """The error of a resume whose run changed (`changes`, from config_changes) since it wrote `output`."""
+    return NemoGymError(
+        f"refusing to resume {output}: this run differs from the one that wrote it ({'; '.join(changes)}). "
+        "Use a new +output_jsonl_fpath, or pass +resume_ignore_config_change=true to mix them anyway"
+    )

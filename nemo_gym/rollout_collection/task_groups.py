@@ -6,6 +6,9 @@ automatic index, counted 0, 1, 2, ... over distinct unindexed lines only. Rollou
 index across the whole file, so a line that appears twice with 4 repeats gets rollouts 0-3, then 4-7. Automatic
 and caller indices share one counter per index: an automatic index equal to a caller's joins that task.
 
+Rows that carry the same `_ng_task_index` must be one row, apart from their rollout bookkeeping (`SharedIndexCheck`):
+NeMo Gym samples identical rows as one task, but two different rows under one index would be scored as one task.
+
 Only 16-byte digests of lines are kept, never their text, and beyond `MEMORY_ENTRIES` entries they move to an
 on-disk SQLite table, so memory stays flat however large the input is. Most rows are new lines of new tasks, so two
 small in-memory filters answer "never seen" without a disk lookup: a fixed-size bitmap of digests (a one-hash
@@ -18,7 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from nemo_gym.rollout_collection.keys import KeySet
+from nemo_gym.run_format import NUM_REPEATS, ROLLOUT_INDEX
 
 MEMORY_ENTRIES = 1 << 16  # entries per map held in a dict before the map is written to disk
 _FILTER_BITS = 1 << 26  # 8 MB: at a million distinct lines 1.5% of new lines still look them up on disk
@@ -113,6 +119,49 @@ class TaskGrouper:
         self._dir.cleanup()
 
     def __enter__(self) -> "TaskGrouper":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+_BOOKKEEPING = (ROLLOUT_INDEX, NUM_REPEATS)  # may differ between the rows of one task
+
+
+def row_digest(row: dict[str, Any]) -> int:
+    """A signed 64-bit digest of a row's content (keys sorted, so key order and spacing do not count), without the
+    fields that may differ between the rows of one task."""
+    content = {key: value for key, value in row.items() if key not in _BOOKKEEPING}
+    digest = hashlib.blake2b(orjson.dumps(content, option=orjson.OPT_SORT_KEYS), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+class SharedIndexCheck:
+    """Remembers the first row of every carried `_ng_task_index` (its digest and where it was, an int the caller
+    chooses) and finds a later, different row that carries the same index; use as a context manager."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="ng_shared_index_")
+        self._digests = _SpillMap(Path(self._dir.name) / "digests.sqlite", "digests")
+        self._origins = _SpillMap(Path(self._dir.name) / "origins.sqlite", "origins")
+
+    def differing_first(self, task: int, row: dict[str, Any], origin: int) -> int | None:
+        """The origin of the first row that carried `task` when that row differs from `row`; None when `row` is the
+        first or the same row."""
+        digest = row_digest(row)
+        first = self._digests.get(task)
+        if first is None:
+            self._digests.set(task, digest)
+            self._origins.set(task, origin)
+            return None
+        return None if first == digest else self._origins.get(task)
+
+    def close(self) -> None:
+        self._digests.close()
+        self._origins.close()
+        self._dir.cleanup()
+
+    def __enter__(self) -> "SharedIndexCheck":
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -37,7 +37,7 @@ def test_dry_run_validates_plans_and_writes_nothing(collection_stack: Collection
     changed = _collect(collection_stack, tmp_path, *base[:3], "+num_repeats=3", "+resume_from_cache=true",
                        "+dry_run=true")
     assert changed.returncode == 2
-    assert "a resume of" in changed.stderr and "would be refused" in changed.stderr and "num_repeats: 2 -> 3" in changed.stderr
+    assert "refusing to resume" in changed.stderr and "num_repeats: 2 -> 3" in changed.stderr
     same = _collect(collection_stack, tmp_path, *base, "+resume_from_cache=true", "+dry_run=true")
     assert same.returncode == 0 and "(resumed (same run))" in same.stdout
 

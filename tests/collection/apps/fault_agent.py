@@ -6,6 +6,7 @@ Settings (all optional):
   fault_fraction   share of keys that fault, chosen deterministically by key (default 1.0)
   fault_while_file the fault only happens while this file exists (tests delete it to "heal" the agent)
   hang_s           how long `hang` sleeps (default 60)
+  started_marker   a file this server appends its pid to when it starts serving (tests prove a server never started)
 Reward is (task + rollout) % 2, so tests can predict every row. POST /stats answers how many /run calls arrived and
 the most that were in flight at once ({"reset": true} starts the counts again).
 """
@@ -34,6 +35,12 @@ class FaultAgent(BaseServer):
     _runs = 0
     _in_flight = 0
     _max_in_flight = 0
+
+    async def startup(self) -> None:
+        marker = self.config.get("started_marker")
+        if marker:
+            with open(marker, "a") as file:
+                file.write(f"{os.getpid()}\n")
 
     def _faulty(self, row: dict[str, Any]) -> bool:
         fault = str(self.config.get("fault", "none"))
