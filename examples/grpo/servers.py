@@ -12,7 +12,6 @@ from typing import Iterator, Optional
 
 import httpx
 
-from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
 from nemo_gym.server.ng_run_process import ng_run_process
 from nemo_gym.server.supervisor import free_port
 
@@ -36,9 +35,9 @@ def _stop_group(popen: subprocess.Popen, grace_s: float) -> None:
 
 
 @contextmanager
-def vllm_server(model_dir: Path, log_path: Path, base_url: Optional[str] = None, timeout_s: float = 900.0,
-                every_core: bool = False) -> Iterator[str]:
-    """Yield the /v1 base URL of a vLLM serving `model_dir`: `base_url` as given, or one started here.
+def vllm_server(model_dir: Path, log_path: Path, dtype: str, base_url: Optional[str] = None,
+                timeout_s: float = 900.0, every_core: bool = False) -> Iterator[str]:
+    """Yield the /v1 base URL of a vLLM serving `model_dir`: `base_url` as given, or one started here in `dtype`.
 
     Started here it binds 127.0.0.1 only and has VLLM_SERVER_DEV_MODE=1: its dev endpoints (weight reloads) can
     change what it serves, so they must not be reachable from elsewhere. vLLM's CPU build keeps one core free of its
@@ -51,7 +50,7 @@ def vllm_server(model_dir: Path, log_path: Path, base_url: Optional[str] = None,
     port = free_port()
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
                "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
-               "--dtype", default_vllm_dtype(), "--max-model-len", "2048", "--enforce-eager"]
+               "--dtype", dtype, "--max-model-len", "2048", "--enforce-eager"]
     env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     if every_core:
@@ -75,6 +74,14 @@ def vllm_server(model_dir: Path, log_path: Path, base_url: Optional[str] = None,
         yield url
     finally:
         _stop_group(popen, grace_s=30.0)
+
+
+def served_dtype(vllm_url: str) -> str:
+    """The dtype a dev-mode vLLM computes in ("float32", "bfloat16", ...), from its /server_info."""
+    root = vllm_url.rstrip("/").removesuffix("/v1")
+    reply = httpx.get(f"{root}/server_info", params={"config_format": "json"}, timeout=30, trust_env=False)
+    reply.raise_for_status()
+    return str(reply.json()["vllm_config"]["model_config"]["dtype"]).removeprefix("torch.")
 
 
 @contextmanager

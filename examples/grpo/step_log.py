@@ -22,6 +22,11 @@ class StepRecord:
     clipped_fraction: float
     grad_norm: float
     generated_tokens: int
+    importance_sampling: bool  # whether the step weighted its tokens by truncated importance sampling
+    importance_weight_mean: float  # mean p_trainer / p_generation over the tokens trained on (capped when on)
+    importance_truncated_fraction: float  # share of those tokens whose weight hit the cap (0 when off)
+    trainer_dtype: str
+    generator_dtype: str  # what the vLLM computed in
     weight_version: int  # what vLLM serves after the push
     ended_at: float  # Unix time at the end of the step: lines the steps up with what other processes saw
     elapsed_s: float  # seconds since the run started (servers and evaluation included), at the end of the step
@@ -44,7 +49,8 @@ class StepLog:
         with open(self.csv_path, "a", newline="") as handle:
             csv.writer(handle).writerow([getattr(record, name) for name in COLUMNS])
         if self.wandb_run is not None:
-            self.wandb_run.log({f"train/{k}": v for k, v in asdict(record).items() if k != "step"}, step=record.step)
+            self.wandb_run.log({f"train/{k}": v for k, v in asdict(record).items()
+                                if k != "step" and not isinstance(v, str)}, step=record.step)
 
     def summary(self, values: dict[str, float]) -> None:
         if self.wandb_run is not None:

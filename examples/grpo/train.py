@@ -7,10 +7,18 @@
 
 Each step: take the step's prompt groups from the replay buffer, compute group-normalized advantages and NeMo RL's
 clipped token-level loss on the completions' own token ids, step AdamW, write the weights, load them into vLLM,
-tell the collector the new weight version, carry on. With --synchronous there is no collector: each step first
-generates its groups on the weights just pushed, so generation and training never overlap (the baseline that
-asynchronous GRPO is measured against). Held-out rows (the last --eval-rows of the file, never
-trained on) are scored before and after, greedily and sampled. Per step: OUT/steps.csv and W&B (offline unless
+tell the collector the new weight version, carry on.
+
+The trainer computes in float32, and so does the vLLM it starts (the only pairing whose log-probs agree exactly,
+on any CPU). `--generator-dtype bfloat16` buys a faster generator on a CPU with native bf16 (or a GPU) at a
+measured mismatch of token_mult_prob_error 1.03-1.05: the run says so when it starts. Truncated importance sampling
+(NeMo RL's correction, capped at `--importance-sampling-cap`) weights each token by p_trainer / p_generation; it is
+on by default whenever the generator can disagree with the trainer: batches older than the weights (asynchronous
+GRPO with --max-age >= 1) or another dtype. `--importance-sampling on|off` decides it instead.
+
+With --synchronous there is no collector: each step first generates its groups on the weights just pushed, so
+generation and training never overlap (the baseline that asynchronous GRPO is measured against). Held-out rows (the
+last --eval-rows of the file, never trained on) are scored before and after, greedily and sampled. Per step: OUT/steps.csv and W&B (offline unless
 WANDB_MODE is set); OUT/summary.json at the end.
 """
 
@@ -30,7 +38,7 @@ from typing import Any, Iterator, Optional, Protocol
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from examples.grpo.servers import AGENTS, REPO_ROOT, SERVED_NAME, agent_stack, vllm_server
+from examples.grpo.servers import AGENTS, REPO_ROOT, SERVED_NAME, agent_stack, served_dtype, vllm_server
 from examples.grpo.step_log import StepLog, StepRecord, wandb_run
 from nemo_gym.experience.collector.config import MasterConfig
 from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
@@ -55,6 +63,9 @@ DEFAULT_TURNS = {"math": 1, "number_guess": 8}
 # The first answer checks import sympy in the verifier processes: on a loaded 2-core machine that alone can take
 # tens of seconds, and a timed-out check is a failed group, not a reward.
 VERIFY_TIMEOUT_S = 300.0
+TRAINER_DTYPE = "float32"
+# NeMo RL's truncated_importance_sampling_ratio: a token counts at most twice what the generator's sampling gave it.
+IMPORTANCE_SAMPLING_CAP = 2.0
 
 
 @dataclass
@@ -73,6 +84,9 @@ class GRPOConfig:
     learning_rate: float = 5e-6
     max_trajectory_age: int = 1
     synchronous: bool = False  # no collector: generate each step's groups after the previous push (age 0)
+    generator_dtype: str = TRAINER_DTYPE  # the dtype of the vLLM this run starts
+    importance_sampling: Optional[bool] = None  # truncated importance sampling (default: see corrects_off_policy)
+    importance_sampling_cap: float = IMPORTANCE_SAMPLING_CAP
     micro_batch_size: int = 8
     seed: int = 0
     model: Path = REPO_ROOT / "models" / "SmolLM2-135M-Instruct"
@@ -87,6 +101,23 @@ class GRPOConfig:
     def turns(self) -> int:
         return self.max_turns if self.max_turns is not None else DEFAULT_TURNS[self.task]
 
+    def corrects_off_policy(self, generator_dtype: str) -> bool:
+        """Whether steps weight tokens by truncated importance sampling: as asked, or else whenever batches can be
+        older than the weights or the generator computes in another dtype than the trainer."""
+        if self.importance_sampling is not None:
+            return self.importance_sampling
+        return (not self.synchronous and self.max_trajectory_age > 0) or generator_dtype != TRAINER_DTYPE
+
+
+def dtype_notice(generator_dtype: str, corrected: bool) -> Optional[str]:
+    """What a run says at start when its generator does not compute in the trainer's dtype (None when it does)."""
+    if generator_dtype == TRAINER_DTYPE:
+        return None
+    correction = ("truncated importance sampling corrects for it" if corrected else
+                  "importance sampling is OFF, so training follows the generator's rounding, not the trainer's policy")
+    return (f"note: the generator computes in {generator_dtype}, the trainer in {TRAINER_DTYPE}: their log-probs "
+            f"disagree (token_mult_prob_error about 1.03-1.05 for bf16, logged each step in steps.csv); {correction}")
+
 
 @dataclass
 class RunResult:
@@ -96,6 +127,7 @@ class RunResult:
     eval_sampled_after: float = float("nan")
     records: list[StepRecord] = field(default_factory=list)
     weights: Optional[Path] = None  # the folder of the last weights pushed (the trained policy)
+    generator_dtype: str = ""  # what the vLLM computed in
 
 
 def load_datums(config: GRPOConfig, tokenizer: Any) -> tuple[list[DatumSpec], list[DatumSpec]]:
@@ -249,8 +281,11 @@ class SynchronousGroups:
 
 
 def train(config: GRPOConfig, model: PreTrainedModel, policy: VllmHttpGeneration, rollouts: Rollouts,
-          train_datums: list[DatumSpec], log: StepLog, started_at: float) -> list[StepRecord]:
-    """`config.steps` steps, fewer when `config.max_wall_s` seconds since `started_at` (perf_counter) run out."""
+          train_datums: list[DatumSpec], log: StepLog, started_at: float, generator_dtype: str) -> list[StepRecord]:
+    """`config.steps` steps, fewer when `config.max_wall_s` seconds since `started_at` (perf_counter) run out.
+    `generator_dtype` is what the vLLM computes in (it decides the default of the off-policy correction)."""
+    corrected = config.corrects_off_policy(generator_dtype)
+    cap = config.importance_sampling_cap if corrected else None
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate)
     source: StepGroups = (SynchronousGroups(config, rollouts, train_datums) if config.synchronous
                           else CollectedGroups(config, policy, rollouts, train_datums))
@@ -261,7 +296,8 @@ def train(config: GRPOConfig, model: PreTrainedModel, policy: VllmHttpGeneration
             groups, age = source.sample(step)
             waited = time.perf_counter()
             batch = training_batch(groups, rollouts.tokenizer.pad_token_id)
-            metrics = grpo_step(model, optimizer, batch, config.micro_batch_size)
+            metrics = grpo_step(model, optimizer, batch, config.micro_batch_size,
+                                truncated_importance_sampling_ratio=cap)
             trained = time.perf_counter()
             source.prepare_for_refit()
             refit_ready = time.perf_counter()
@@ -274,11 +310,15 @@ def train(config: GRPOConfig, model: PreTrainedModel, policy: VllmHttpGeneration
                 train_s=trained - waited, refit_wait_s=refit_ready - trained, push_s=pushed - refit_ready,
                 loss=metrics.loss, probs_ratio=metrics.probs_ratio, clipped_fraction=metrics.clipped_fraction,
                 grad_norm=metrics.grad_norm, generated_tokens=metrics.generated_tokens,
+                importance_sampling=corrected, importance_weight_mean=metrics.importance_weight_mean,
+                importance_truncated_fraction=metrics.importance_truncated_fraction,
+                trainer_dtype=TRAINER_DTYPE, generator_dtype=generator_dtype,
                 weight_version=policy.weight_version, ended_at=time.time(), elapsed_s=pushed - started_at)
             log.write(record)
             records.append(record)
             print(f"step {step}: reward {record.reward:.3f}, token_mult_prob_error {record.token_mult_prob_error:.4f},"
-                  f" age {record.trajectory_age:.2f}, wait {record.wait_s:.1f}s, train {record.train_s:.1f}s, "
+                  f" age {record.trajectory_age:.2f}, importance weight {record.importance_weight_mean:.3f}"
+                  f"{' (on)' if corrected else ' (off)'}, wait {record.wait_s:.1f}s, train {record.train_s:.1f}s, "
                   f"push {record.push_s:.1f}s", flush=True)
             if config.max_wall_s is not None and record.elapsed_s >= config.max_wall_s:
                 break
@@ -292,6 +332,7 @@ class _Running:
     policy: VllmHttpGeneration
     envs: dict[str, Any]
     head_url: Optional[str]
+    generator_dtype: str  # what the vLLM computes in, as it reports it
 
 
 @contextmanager
@@ -300,17 +341,22 @@ def _running(config: GRPOConfig, tokenizer: Any) -> Iterator[_Running]:
     config.out_dir.mkdir(parents=True, exist_ok=True)
     generation = {"model_name": SERVED_NAME, "max_seq_len": MAX_SEQ_LEN, "pad_token_id": tokenizer.pad_token_id,
                   "max_new_tokens": config.max_new_tokens, "temperature": config.temperature}
-    with vllm_server(config.model, config.out_dir / "vllm.log", config.vllm_url, every_core=config.synchronous) as url, \
+    with vllm_server(config.model, config.out_dir / "vllm.log", config.generator_dtype, config.vllm_url,
+                     every_core=config.synchronous) as url, \
             VllmHttpGeneration(generation, url) as policy, \
             MathEnvironment(verify_timeout_s=VERIFY_TIMEOUT_S) as math_env:
         envs = {"math": math_env, "number_guess": NumberGuessEnvironment()}
+        generator_dtype = served_dtype(url)
+        notice = dtype_notice(generator_dtype, config.corrects_off_policy(generator_dtype))
+        if notice:
+            print(notice, flush=True)
         if not config.use_nemo_gym:
-            yield _Running(policy, envs, None)
+            yield _Running(policy, envs, None, generator_dtype)
             return
         stack_dir = config.out_dir / "stack"
         stack_dir.mkdir(exist_ok=True)
         with agent_stack(config.task, url, stack_dir) as head_url:
-            yield _Running(policy, envs, head_url)
+            yield _Running(policy, envs, head_url, generator_dtype)
 
 
 def run(config: GRPOConfig) -> RunResult:
@@ -336,7 +382,9 @@ def run(config: GRPOConfig) -> RunResult:
                 print(f"held-out reward before: greedy {result.eval_before:.3f}, "
                       f"sampled {result.eval_sampled_before:.3f}", flush=True)
             log = StepLog(config.out_dir / "steps.csv", wandb)
-            result.records = train(config, model, running.policy, rollouts, train_datums, log, started_at)
+            result.records = train(config, model, running.policy, rollouts, train_datums, log, started_at,
+                                   running.generator_dtype)
+            result.generator_dtype = running.generator_dtype
             result.weights = weights_folder(config.out_dir / "weights", len(result.records))
             if config.evaluate:
                 result.eval_after = mean_reward(greedy, eval_datums)
@@ -350,7 +398,9 @@ def run(config: GRPOConfig) -> RunResult:
         if wandb is not None:
             wandb.finish()
     (config.out_dir / "summary.json").write_text(json.dumps(
-        {"config": _plain(asdict(config)), "eval_before": result.eval_before, "eval_after": result.eval_after,
+        {"config": _plain(asdict(config)), "trainer_dtype": TRAINER_DTYPE, "generator_dtype": result.generator_dtype,
+         "importance_sampling": config.corrects_off_policy(result.generator_dtype),
+         "eval_before": result.eval_before, "eval_after": result.eval_after,
          "eval_sampled_before": result.eval_sampled_before, "eval_sampled_after": result.eval_sampled_after,
          "steps": [asdict(r) for r in result.records]}, indent=2) + "\n")
     return result
@@ -379,6 +429,14 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
                         help="max trajectory age in steps (asynchronous GRPO)")
     parser.add_argument("--synchronous", action="store_true",
                         help="no collector: generate each step's groups after the previous push, then train")
+    parser.add_argument("--generator-dtype", choices=["float32", "bfloat16"], default=defaults.generator_dtype,
+                        help="the dtype of the vLLM this run starts (float32: exact agreement with the trainer)")
+    parser.add_argument("--importance-sampling", choices=["on", "off"],
+                        help="truncated importance sampling (default: on when --max-age >= 1 without "
+                             "--synchronous, or with a bfloat16 generator)")
+    parser.add_argument("--importance-sampling-cap", type=float, default=defaults.importance_sampling_cap,
+                        help="the most a token's importance weight can be "
+                             "(NeMo RL's truncated_importance_sampling_ratio)")
     parser.add_argument("--micro-batch-size", type=int, default=defaults.micro_batch_size)
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--model", type=Path, default=defaults.model)
@@ -393,6 +451,10 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
                       generations_per_prompt=args.generations, max_new_tokens=args.max_new_tokens,
                       max_turns=args.max_turns, temperature=args.temperature, learning_rate=args.lr,
                       max_trajectory_age=args.max_age, synchronous=args.synchronous,
+                      generator_dtype=args.generator_dtype,
+                      importance_sampling=(None if args.importance_sampling is None
+                                           else args.importance_sampling == "on"),
+                      importance_sampling_cap=args.importance_sampling_cap,
                       micro_batch_size=args.micro_batch_size, seed=args.seed,
                       model=args.model, vllm_url=args.vllm_url, out_dir=args.out, wandb=not args.no_wandb,
                       max_wall_s=args.max_wall_s)

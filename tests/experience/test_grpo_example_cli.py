@@ -41,3 +41,25 @@ def test_a_split_without_held_out_rows_or_a_step_to_train_is_refused(eval_rows: 
     config = train.GRPOConfig(eval_rows=eval_rows, prompts_per_step=4)  # the shipped example has 50 rows
     with pytest.raises(ValueError, match="need at least 1 held out and 4"):
         train.load_datums(config, AutoTokenizer.from_pretrained(MODEL_DIR))
+
+
+def test_the_generator_computes_in_the_trainers_dtype_unless_asked() -> None:
+    assert train.parse_args([]).generator_dtype == train.TRAINER_DTYPE == "float32"
+    assert train.parse_args(["--generator-dtype", "bfloat16"]).generator_dtype == "bfloat16"
+    assert train.dtype_notice("float32", corrected=True) is None
+    said = train.dtype_notice("bfloat16", corrected=True)
+    assert said is not None and "bfloat16" in said and "importance sampling corrects" in said
+    assert "OFF" in (train.dtype_notice("bfloat16", corrected=False) or "")
+
+
+@pytest.mark.parametrize(("args", "generator_dtype", "corrected"), [
+    ([], "float32", True),  # asynchronous, max age 1: batches can be a version old
+    (["--max-age", "0"], "float32", False),
+    (["--synchronous"], "float32", False),
+    (["--synchronous"], "bfloat16", True),  # the generator rounds differently
+    (["--synchronous", "--importance-sampling", "on"], "float32", True),
+    (["--importance-sampling", "off"], "bfloat16", False),
+])
+def test_the_off_policy_correction_is_on_where_the_generator_can_disagree(args: list[str], generator_dtype: str,
+                                                                          corrected: bool) -> None:
+    assert train.parse_args(args).corrects_off_policy(generator_dtype) is corrected

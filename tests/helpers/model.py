@@ -22,6 +22,11 @@ MODEL_NAME = "SmolLM2-135M-Instruct"
 # correctly at temperature 0: probed against vLLM at 1, 4 and 16 concurrent requests, the same answers each time.
 # It misses 1, 2, 3, 17 and 22; tests assert reward 1 on these rows, where its behaviour is deterministic.
 GREEDY_SOLVED = frozenset([0, *range(4, 17), 18, 19, 20, 21, 23])
+# The test vLLM serves float32 on every CPU kind: exactness checks compare it with a float32 trainer, and only
+# float32 on both sides agrees exactly (bf16 kernels differ between vLLM and transformers). local_vllm_model's own
+# default (bfloat16 on a CPU with native bf16) is tested by forcing each CPU kind (tests/helpers/cpu_kind.py); a
+# bfloat16 vLLM has its own test (tests/experience/test_bf16_generator_vllm.py).
+TEST_CPU_DTYPE = "float32"
 
 
 class VLLMServer:
@@ -63,13 +68,14 @@ def _start(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float
 
 @contextmanager
 def vllm_process(port: Optional[int], log_path: Path, timeout_s: float = 600,
-                 enable_weight_updates: bool = False) -> Iterator[VLLMServer]:
+                 enable_weight_updates: bool = False, dtype: str = TEST_CPU_DTYPE) -> Iterator[VLLMServer]:
     """Start a real vLLM (CPU build) serving the bundled model on `port`; yield once it answers; stop it after.
 
     With `port` None a free port is chosen, and chosen again when another process takes it before vLLM binds it
     (a free port is only free until someone binds it). The process leads its own session, so
     `os.killpg(server.pid, ...)` reaches its workers too. `enable_weight_updates` turns on vLLM's dev-mode endpoints
     (VLLM_SERVER_DEV_MODE=1), which VllmHttpGeneration.update_weights uses; the server binds 127.0.0.1 either way.
+    `dtype` is the CPU build's (on a GPU, bfloat16 as local_vllm_model would).
     """
     if not (MODEL_DIR / "config.json").is_file():
         pytest.fail(f"model not prepared at {MODEL_DIR}: run `bash scripts/setup.sh`")
@@ -78,16 +84,17 @@ def vllm_process(port: Optional[int], log_path: Path, timeout_s: float = 600,
     if enable_weight_updates:
         env["VLLM_SERVER_DEV_MODE"] = "1"
     started = time.monotonic()
+    gpu = has_nvidia_gpu()
     for attempt in range(1, BIND_ATTEMPTS + 1):
         chosen = port or free_port()
         cmd = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(MODEL_DIR), "--served-model-name", MODEL_NAME,
             "--host", "127.0.0.1", "--port", str(chosen), "--max-model-len", "2048",
-            # The arguments local_vllm_model would use on this machine: on a CPU, its dtype and eager mode (which
-            # halves the cold start at about the same generation speed); on a GPU, bfloat16, a memory share and CUDA
-            # graphs.
-            *device_args(has_nvidia_gpu(), None, 0.5, ["--enforce-eager"]),
+            # The arguments local_vllm_model would use on this machine, but a pinned dtype on a CPU: eager mode
+            # (which halves the cold start at about the same generation speed); on a GPU, bfloat16, a memory share
+            # and CUDA graphs.
+            *device_args(gpu, None if gpu else dtype, 0.5, ["--enforce-eager"]),
             "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
         ]
         popen, exit_log = _start(cmd, env, log_path, timeout_s)

@@ -20,7 +20,9 @@ from tests.helpers.stack import REPO_ROOT, free_port
 
 # The README's main command, run from the checkout as the README runs it.
 README_CONFIGS = "+config_paths=[nemo_gym/resources_servers/math/configs/math.yaml,configs/local_vllm_model.yaml]"
-GREEDY = ["+responses_create_params.temperature=0.0", "+responses_create_params.max_output_tokens=32"]
+# float32 on every CPU kind: GREEDY_SOLVED holds for float32 greedy answers (tests/helpers/model.py)
+GREEDY = ["+responses_create_params.temperature=0.0", "+responses_create_params.max_output_tokens=32",
+          "+policy_model.responses_api_models.local_vllm_model.dtype=float32"]
 
 
 # `--no-compile` skips byte-compiling every installed module (half of pip's time here, for vLLM and torch), and the

@@ -48,6 +48,8 @@ def test_task_starts_and_stops_its_own_vllm(tmp_path: Path, slurm_jobs: set[str]
         slurm_jobs, work, *COMMON, "+num_shards=1", "+slurm.cpus_per_task=2", "+slurm.startup_timeout_s=900",
         f"+config_paths=[{MATH_CONFIG},{CONFIGS / 'local_vllm_model.yaml'}]",
         f"+policy_model.responses_api_models.local_vllm_model.model_path={MODEL_DIR}",
+        # float32 on every CPU kind: GREEDY_SOLVED holds for float32 greedy answers (tests/helpers/model.py)
+        "+policy_model.responses_api_models.local_vllm_model.dtype=float32",
         f"+slurm.aggregate_config_paths=[{MATH_CONFIG},{CONFIGS / 'slurm_aggregate_model.yaml'}]",
     )
     run = work / "run"

@@ -32,6 +32,36 @@ def token_mult_prob_error(train_logprobs: torch.Tensor, generation_logprobs: tor
 
 
 @dataclass(frozen=True)
+class ImportanceWeights:
+    """Truncated importance sampling's per-token weights and what a trainer logs about them."""
+
+    weights: torch.Tensor  # (batch, positions), detached; 0 where the mask is 0
+    mean: float  # mean weight over the generated tokens, after truncation
+    truncated_fraction: float  # share of generated tokens whose weight was capped
+
+
+def truncated_importance_weights(trainer_logprobs: torch.Tensor, generation_logprobs: torch.Tensor,
+                                 mask: torch.Tensor, max_ratio: float,
+                                 num_tokens: Optional[float] = None) -> ImportanceWeights:
+    """NeMo RL's importance-sampling correction, truncated (its `truncated_importance_sampling_ratio`): per generated
+    token, min(p_trainer / p_generation, `max_ratio`).
+
+    The tokens were sampled by the generation engine, whose weights may be older than the trainer's (asynchronous
+    GRPO) or rounded to another dtype; weighting each token's policy-gradient term by this ratio makes the gradient
+    an estimate for the trainer's own policy. The cap bounds the variance a rare token could add."""
+    if max_ratio <= 0:
+        raise ValueError(f"the importance-sampling cap must be positive, got {max_ratio}")
+    mask = mask.to(trainer_logprobs.dtype)
+    with torch.no_grad():
+        # Masked positions may hold anything: zero their log-ratio so exp() cannot overflow.
+        ratio = torch.exp((trainer_logprobs - generation_logprobs) * mask)
+        truncated = (ratio > max_ratio).to(mask.dtype)
+        weights = ratio.clamp(max=max_ratio) * mask
+        return ImportanceWeights(weights, float(masked_mean(weights, mask, num_tokens)),
+                                 float(masked_mean(truncated, mask, num_tokens)))
+
+
+@dataclass(frozen=True)
 class ClippedPGLoss:
     """The loss to backpropagate and what a trainer logs about it."""
 
@@ -41,10 +71,12 @@ class ClippedPGLoss:
 
 
 def clipped_pg_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-                    mask: torch.Tensor, clip_eps: float = CLIP_EPS,
-                    num_tokens: Optional[float] = None) -> ClippedPGLoss:
+                    mask: torch.Tensor, clip_eps: float = CLIP_EPS, num_tokens: Optional[float] = None,
+                    importance_weights: Optional[torch.Tensor] = None) -> ClippedPGLoss:
     """PPO's clipped objective per token, max(-A * r, -A * clip(r, 1 - eps, 1 + eps)), r = exp(logp - logp_old),
-    averaged over the generated tokens. `advantages` is (batch,) (one per sequence) or (batch, positions)."""
+    averaged over the generated tokens. `advantages` is (batch,) (one per sequence) or (batch, positions).
+    `importance_weights` (truncated_importance_weights) scale each token's term, as NeMo RL does with its
+    importance-sampling correction on."""
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(-1)
     mask = mask.to(logprobs.dtype)
@@ -53,7 +85,10 @@ def clipped_pg_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantag
     ratio = torch.exp(log_ratio)
     clipped = ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)
     unclipped_loss, clipped_loss = -advantages * ratio, -advantages * clipped
-    loss = masked_mean(torch.max(unclipped_loss, clipped_loss), mask, num_tokens)
+    per_token = torch.max(unclipped_loss, clipped_loss)
+    if importance_weights is not None:
+        per_token = per_token * importance_weights.detach()
+    loss = masked_mean(per_token, mask, num_tokens)
     with torch.no_grad():
         took_clipped = (clipped_loss > unclipped_loss).to(mask.dtype)
         return ClippedPGLoss(loss, float(masked_mean(ratio, mask, num_tokens)),

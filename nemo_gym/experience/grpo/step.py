@@ -1,9 +1,15 @@
 """One GRPO optimizer step on a training batch: micro-batched forward/backward, then one optimizer step.
 
 The trainer's log-probs of the batch's own token ids are computed in the same forward pass as the loss; they measure
-how well training and generation agree (`token_mult_prob_error`, against the engine's log-probs). As the old policy
-of the ratio the step uses the generation log-probs (the policy that actually sampled the tokens), so the clip also
-bounds how far an off-policy (older) completion can move the new policy.
+how well training and generation agree (`token_mult_prob_error`, against the engine's log-probs).
+
+Without correction the old policy of the ratio is the generation log-probs (the policy that actually sampled the
+tokens), so the clip bounds how far an off-policy completion can move the new policy; but every token the generator
+scores more than `clip_eps` away from the trainer (an older weight version, or bf16 rounding) is then clipped and
+teaches nothing. With `truncated_importance_sampling_ratio` set (NeMo RL's importance-sampling correction) the old
+policy is the trainer's own log-probs before the step, and each token's term is weighted by
+min(p_trainer / p_generation, ratio) instead: every token teaches, in proportion to how likely the trainer's policy
+was to sample it.
 
 A completion whose advantage is 0 (every completion of a group scored alike) adds exactly nothing to the loss or its
 gradient, so it is not run at all: the step's gradient is the same, at the cost of the completions that carry
@@ -17,7 +23,7 @@ import torch
 
 from nemo_gym.experience.grpo.batch import TrainingBatch
 from nemo_gym.experience.grpo.logprobs import sequence_logprobs
-from nemo_gym.experience.grpo.loss import CLIP_EPS, clipped_pg_loss, masked_mean
+from nemo_gym.experience.grpo.loss import CLIP_EPS, clipped_pg_loss, masked_mean, truncated_importance_weights
 
 
 @dataclass(frozen=True)
@@ -28,11 +34,13 @@ class StepMetrics:
     clipped_fraction: float
     grad_norm: float
     generated_tokens: int
+    importance_weight_mean: float  # mean p_trainer / p_generation over the tokens trained on (truncated when on)
+    importance_truncated_fraction: float  # share of those tokens whose weight hit the cap (0 with no correction)
 
 
 def grpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: TrainingBatch,
-              micro_batch_size: int, clip_eps: float = CLIP_EPS,
-              max_grad_norm: Optional[float] = 1.0) -> StepMetrics:
+              micro_batch_size: int, *, clip_eps: float = CLIP_EPS, max_grad_norm: Optional[float] = 1.0,
+              truncated_importance_sampling_ratio: Optional[float] = None) -> StepMetrics:
     """Accumulate the clipped loss over micro-batches of `micro_batch_size` sequences (each normalized by the
     whole batch's generated-token count, so the sum is the batch's token-level mean), clip the gradient norm,
     step. The loss is the whole batch's; the other metrics are token-weighted over the completions trained on (every
@@ -49,7 +57,8 @@ def grpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: T
     device = next(model.parameters()).device
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    loss_sum = error_sum = ratio_sum = clipped_sum = 0.0
+    cap = truncated_importance_sampling_ratio
+    loss_sum = error_sum = ratio_sum = clipped_sum = weight_sum = truncated_sum = 0.0
     with torch.set_grad_enabled(learns):
         for start in range(0, len(trained.lengths), micro_batch_size):
             micro = trained.rows(start, start + micro_batch_size)
@@ -57,8 +66,11 @@ def grpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: T
             generation = micro.generation_logprobs.to(device)
             logprobs = sequence_logprobs(model, micro.input_ids.to(device), micro.lengths.to(device),
                                          first_position=micro.first_generated_position)
-            result = clipped_pg_loss(logprobs, generation, micro.advantages.to(device), mask, clip_eps,
-                                     num_tokens=tokens)
+            importance = truncated_importance_weights(logprobs.detach(), generation, mask,
+                                                      cap if cap is not None else float("inf"), trained_tokens)
+            old = generation if cap is None else logprobs.detach()
+            result = clipped_pg_loss(logprobs, old, micro.advantages.to(device), mask, clip_eps, num_tokens=tokens,
+                                     importance_weights=importance.weights if cap is not None else None)
             if learns:
                 result.loss.backward()
             with torch.no_grad():
@@ -67,10 +79,15 @@ def grpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: T
             # clipped_pg_loss normalized these by the whole batch's tokens: reweight to the trained tokens' mean
             ratio_sum += result.probs_ratio * tokens / trained_tokens
             clipped_sum += result.clipped_fraction * tokens / trained_tokens
+            weight_sum += importance.mean
+            truncated_sum += importance.truncated_fraction
     model.eval()
-    if not learns:
-        return StepMetrics(loss_sum, error_sum, ratio_sum, clipped_sum, 0.0, tokens)
-    parameters = [p for p in model.parameters() if p.grad is not None]
-    norm = torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm if max_grad_norm is not None else float("inf"))
-    optimizer.step()
-    return StepMetrics(loss_sum, error_sum, ratio_sum, clipped_sum, float(norm), tokens)
+    norm = 0.0
+    if learns:
+        parameters = [p for p in model.parameters() if p.grad is not None]
+        norm = float(torch.nn.utils.clip_grad_norm_(
+            parameters, max_grad_norm if max_grad_norm is not None else float("inf")))
+        optimizer.step()
+    return StepMetrics(loss=loss_sum, token_mult_prob_error=error_sum, probs_ratio=ratio_sum,
+                       clipped_fraction=clipped_sum, grad_norm=norm, generated_tokens=tokens,
+                       importance_weight_mean=weight_sum, importance_truncated_fraction=truncated_sum)

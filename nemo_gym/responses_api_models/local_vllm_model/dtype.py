@@ -1,14 +1,19 @@
 """The dtype vLLM runs in when none is given: vLLM's CPU build is about 5x slower in bfloat16 than in float32 on a CPU
-without native bf16 (measured on an AVX2-only AMD EPYC with SmolLM2-135M), so bfloat16 only where it pays."""
+without native bf16 (measured on an AVX2-only AMD EPYC with SmolLM2-135M), so bfloat16 only where it pays.
+
+This default is for collection, where speed is what counts. A trainer that needs the generator's log-probs to match
+its own names the dtype instead (float32 on both sides is the only exact pairing: bf16 kernels differ between vLLM
+and transformers), as examples/grpo does."""
 
 from pathlib import Path
 
 BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+CPUINFO = Path("/proc/cpuinfo")  # read at each call, so that tests can put either CPU kind in its place
 
 
-def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+def cpu_has_native_bf16(cpuinfo: Path | None = None) -> bool:
     try:
-        text = cpuinfo.read_text()
+        text = (cpuinfo or CPUINFO).read_text()
     except OSError:
         return False
     flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])

@@ -11,7 +11,7 @@ import pytest
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.responses_api_models.local_vllm_model.app import LocalVLLMModelServer
 from nemo_gym.responses_api_models.local_vllm_model.device import has_nvidia_gpu
-from nemo_gym.responses_api_models.local_vllm_model.dtype import default_vllm_dtype
+from tests.helpers.cpu_kind import force_cpu_kind
 
 H100 = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5a1c2f7e-0000-0000-0000-000000000000)"
 VLLM_ARGS = ["--enforce-eager", "--enable-auto-tool-choice", "--tool-call-parser", "pythonic"]
@@ -48,16 +48,18 @@ def test_a_listed_gpu_gets_gpu_arguments(tmp_path: Path, monkeypatch: pytest.Mon
     assert _value(tuned, "--gpu-memory-utilization") == "0.5" and _value(tuned, "--dtype") == "float16"
 
 
+@pytest.mark.parametrize(("cpu_kind", "dtype"), [("avx2", "float32"), ("avx512_bf16", "bfloat16")])
 @pytest.mark.parametrize("script", [
     "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9",
     "exit 0",  # a driver with no device: lists nothing
     None,  # no nvidia-smi at all
 ])
 def test_without_a_listed_gpu_the_cpu_arguments_stay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     script: str | None) -> None:
+                                                     script: str | None, cpu_kind: str, dtype: str) -> None:
     _fake_nvidia_smi(tmp_path, monkeypatch, script)
+    force_cpu_kind(cpu_kind, tmp_path, monkeypatch)
     assert not has_nvidia_gpu()
     command = _command({})
-    assert _value(command, "--dtype") == default_vllm_dtype() and "--gpu-memory-utilization" not in command
+    assert _value(command, "--dtype") == dtype and "--gpu-memory-utilization" not in command
     assert command[-4:] == VLLM_ARGS  # --enforce-eager kept: it halves the CPU cold start
     assert os.environ["PATH"].startswith(str(tmp_path))
