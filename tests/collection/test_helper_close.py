@@ -2,6 +2,7 @@
 closes the HTTP session and gives a shared semaphore its permits back: nothing is left running or connected."""
 
 import asyncio
+import threading
 import time
 from typing import Any, Awaitable, Callable
 
@@ -23,7 +24,14 @@ async def _settled(stack: CollectionStack, timeout_s: float = 2.0) -> None:
 
 
 def _check_stopped(stack: CollectionStack, runs_at_stop: int) -> None:
-    time.sleep(0.3)  # ten times the agent's delay: a dispatcher still running would have sent more
+    """Nothing of ours can send another rollout: the event loop that ran the helper is gone (run_async returned,
+    after _settled saw no task and no connection left), and no thread of ours is left that could run one. Once the
+    agent has finished what it was handling, its count is the one at the stop."""
+    assert [t.name for t in threading.enumerate() if t is not threading.main_thread()] == []
+    deadline = time.monotonic() + 30  # against a hang only: this waits on the agent's state
+    while stats(stack, "slow_agent")["in_flight"]:
+        assert time.monotonic() < deadline, stats(stack, "slow_agent")
+        time.sleep(0.01)
     assert stats(stack, "slow_agent")["runs"] == runs_at_stop
 
 
@@ -87,12 +95,14 @@ def test_an_exception_in_the_loop_body(collection_stack: CollectionStack) -> Non
 
 def test_a_cancelled_consumer(collection_stack: CollectionStack) -> None:
     async def body(helper: RolloutCollectionHelper) -> None:
+        consuming = asyncio.Event()
+
         async def consume() -> None:
             async for _ in helper.run_examples(rows("slow_agent", 500), num_samples_in_parallel=8):
-                pass
+                consuming.set()
 
         consumer = asyncio.create_task(consume())
-        await asyncio.sleep(0.2)
+        await consuming.wait()  # cancelled mid-stream: rollouts have finished and others are in flight
         consumer.cancel()
         with pytest.raises(asyncio.CancelledError):
             await consumer
