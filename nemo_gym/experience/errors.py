@@ -85,7 +85,14 @@ class CollectorDiedError(CollectionStoppedError):
 
 
 class DataExhaustedError(CollectionStoppedError):
-    """Every epoch of the dataloader has been generated and the buffer cannot fill the requested step."""
+    """Every epoch of the dataloader has been generated and the buffer cannot fill the requested step.
+
+    `untrained_prompts` names, as (epoch, idx), the groups of that final step, generated but never to be trained.
+    """
+
+    def __init__(self, message: str, *, untrained_prompts: tuple[tuple[int, int], ...] = ()) -> None:
+        super().__init__(message)
+        self.untrained_prompts = untrained_prompts
 
 
 class CollectorShutdownError(CollectionStoppedError):

@@ -9,7 +9,7 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import pytest
 
@@ -38,17 +38,21 @@ class ScriptedRolloutManager:
 
     Scripts are keyed by the prompt's `idx` and count its attempts over the manager's life: `fail_first` /
     `hang_first` misbehave on the first attempt only, `fail_always` / `hang_always` on every one. `kill()` makes
-    every later call raise (a dead engine); `slow` maps idx -> its own delay.
+    every later call raise (a dead engine); `slow` maps idx -> its own delay. `gates` maps idx -> a condition on
+    state: each attempt of that prompt waits (polling on the loop) until it holds before following its script, which
+    orders events by state instead of by latencies.
     """
 
     def __init__(self, delay_s: float = 0.002, *, fail_always: Iterable[int] = (), fail_first: Iterable[int] = (),
                  hang_first: Iterable[int] = (), hang_always: Iterable[int] = (),
-                 slow: Optional[dict[int, float]] = None) -> None:
+                 slow: Optional[dict[int, float]] = None, gates: Optional[dict[int, Callable[[], bool]]] = None) -> None:
         self.delay_s = delay_s
         self.fail_always, self.fail_first = set(fail_always), set(fail_first)
         self.hang_first, self.hang_always = set(hang_first), set(hang_always)
         self.slow = slow or {}
+        self.gates = gates or {}
         self.attempts: Counter[int] = Counter()
+        self.returned: Counter[int] = Counter()  # records handed back, per idx
         self.dead = False
         self.hang_everything = False
 
@@ -61,11 +65,15 @@ class ScriptedRolloutManager:
         self.attempts[idx] += 1
         if self.dead:
             raise GenerationError("scripted: the inference engine is down")
+        gate = self.gates.get(idx)
+        while gate is not None and not gate():
+            await asyncio.sleep(0.001)
         if self.hang_everything or idx in self.hang_always or (idx in self.hang_first and attempt == 0):
             await asyncio.Event().wait()
         await asyncio.sleep(self.slow.get(idx, self.delay_s))
         if idx in self.fail_always or (idx in self.fail_first and attempt == 0):
             raise PromptGroupError(idx, 0, RuntimeError("scripted failure"))
+        self.returned[idx] += 1
         return PromptGroupRecord(prompt_idx=idx, prompt=input_sample["message_log"],
                                  extra_env_info=input_sample["extra_env_info"], metadata={"task_name": "fake"},
                                  completions=[])
@@ -86,17 +94,20 @@ def scenario_manager() -> ScriptedRolloutManager:
 @contextmanager
 def running_collector(manager: Any, dataset_size: int = 40, *, prompts_per_step: int = 4, max_age: int = 2,
                       batch_size: int = 8, start_step: int = 0, checkpoint: Any = None, buffer_size: int = 0,
-                      seed: int = 0, shuffle: bool = True,
+                      seed: int = 0, shuffle: bool = True, order: Optional[list[int]] = None,
                       **async_grpo: Any) -> Iterator[tuple[AsyncTrajectoryCollector, ReplayBuffer]]:
-    """A started collector over a shuffled StatefulPromptLoader; always shut down, however the test ends."""
+    """A started collector over a StatefulPromptLoader (shuffled, or over the prompts in `order`); always shut down,
+    however the test ends."""
     buffer = ReplayBuffer(buffer_size or prompts_per_step * (max_age + 1) * 2)
     collector = AsyncTrajectoryCollector(None, None, {}, master_config(prompts_per_step, max_age, **async_grpo),
                                          buffer, start_step, rollout_manager=manager)
     try:
         if checkpoint is not None:
             collector.load_checkpoint(checkpoint)
-        collector.start_collection(StatefulPromptLoader(make_dataset(dataset_size), batch_size, seed=seed,
-                                                         shuffle=shuffle))
+        dataset = make_dataset(dataset_size)
+        if order is not None:
+            dataset, shuffle = [dataset[i] for i in order], False
+        collector.start_collection(StatefulPromptLoader(dataset, batch_size, seed=seed, shuffle=shuffle))
         yield collector, buffer
     finally:
         collector.shutdown()

@@ -126,6 +126,6 @@ def test_fill_holes_moves_the_latest_groups_into_short_earlier_steps() -> None:
     for name, generated, target in [("a", 0, 1), ("b", 0, 2), ("c", 1, 2), ("d", 1, 3)]:
         buffer.push_with_wait_signal(name, generated, target)
     buffer.push_with_wait_signal("made on v2", 2, 4)  # newer than step 1: never moved there
-    assert buffer.fill_holes(2, max_age_steps=1) == 2
+    assert buffer.fill_holes(2, max_age_steps=1, current_weight_version=1) == 2
     assert buffer.sample(2, 1, 1)["trajectories"] == ["a", "d"]  # "d" came down from step 3
     assert buffer.count_by_target() == {2: 2, 3: 1}  # "made on v2" came down to 3; only the last step is short

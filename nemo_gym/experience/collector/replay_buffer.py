@@ -93,19 +93,20 @@ class ReplayBuffer:
                 self._producer_stop = None
             return evicted
 
-    def fill_holes(self, num_prompt_groups: int, max_age_steps: int) -> int:
+    def fill_holes(self, num_prompt_groups: int, max_age_steps: int, *, current_weight_version: int) -> int:
         """Move groups from the latest targets down into earlier, short ones; returns how many moved.
 
         For when no more groups will come (the data is exhausted): a permanently failed group otherwise leaves
-        its step short for good while a later step holds groups that can never fill it either. Moving down is
-        always age-safe (a group aimed at t' was generated on a version <= t < t', so t - gen < t' - gen <= A),
-        and is checked anyway. Afterwards at most the last target is partial.
+        its step short for good while a later step holds groups that can never fill it either. Every step from the
+        trainer's next one (`current_weight_version`, or the one after the highest sampled) is filled in turn,
+        an empty one included, until no later group is left. Moving down is always age-safe (a group aimed at t'
+        was generated on a version <= t < t', so t - gen < t' - gen <= A), and is checked anyway. Afterwards at
+        most the last target is partial.
         """
         with self._cond:
             moved = 0
-            pending = sorted({e.target_weight_version for e in self._entries
-                              if e.target_weight_version > self._highest_sampled_target})
-            for target in pending:
+            target = max(current_weight_version, self._highest_sampled_target + 1)
+            while any(e.target_weight_version > target for e in self._entries):
                 while self._count_target_locked(target) < num_prompt_groups:
                     donors = [i for i, e in enumerate(self._entries) if e.target_weight_version > target
                               and 0 <= target - e.generation_weight_version <= max_age_steps]
@@ -115,6 +116,7 @@ class ReplayBuffer:
                     donor = max(donors, key=lambda i: (self._entries[i].target_weight_version, i))
                     self._entries[donor] = replace(self._entries[donor], target_weight_version=target)
                     moved += 1
+                target += 1
             if moved:
                 self._cond.notify_all()
             return moved
@@ -228,8 +230,15 @@ class ReplayBuffer:
         stop = self._final_stop_locked()
         if stop is None:
             return
-        raise type(stop)(f"{stop}; step {current} has {self._count_target_locked(current)}/{n} groups "
-                         f"(groups per target: {self._debug_counts_locked()})") from stop
+        message = (f"{stop}; step {current} has {self._count_target_locked(current)}/{n} groups "
+                   f"(groups per target: {self._debug_counts_locked()})")
+        if isinstance(stop, DataExhaustedError):
+            untrained = tuple(e.prompt.key for e in self._entries
+                              if e.target_weight_version >= current and e.prompt is not None)
+            if untrained:
+                message += f"; never trained, as the step cannot be filled: prompts (epoch, idx) {list(untrained)}"
+            raise DataExhaustedError(message, untrained_prompts=untrained) from stop
+        raise type(stop)(message) from stop
 
     def _count_target_locked(self, target: int) -> int:
         return sum(1 for e in self._entries if e.target_weight_version == target)

@@ -386,7 +386,8 @@ class AsyncTrajectoryCollector:
         assert self._source is not None
         finished = self._source.exhausted and not self._source.has_queued() and not self._slots
         if finished and not self._exhausted_reported:
-            self.replay_buffer.fill_holes(self.config.num_prompts_per_step, self.config.max_trajectory_age_steps)
+            self.replay_buffer.fill_holes(self.config.num_prompts_per_step, self.config.max_trajectory_age_steps,
+                                          current_weight_version=self._weight_version)
             self.replay_buffer.set_producer_stop(DataExhaustedError(
                 f"no more prompts: {self._source.exhausted_reason}; {len(self._failed)} prompt group(s) failed"))
         elif not finished and self._exhausted_reported:
