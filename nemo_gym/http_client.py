@@ -1,9 +1,11 @@
 """The one HTTP client for every server-to-server call.
 
-Pooled connections, a connect and a read timeout on every request, and bounded retries with exponential backoff and
-jitter for failures that a retry can fix (`nemo_gym.failures.is_retryable`: connection errors, timeouts, 5xx, 429).
-Whatever still fails raises `RequestFailed` carrying a failure class, so callers record the failure instead of
-guessing at it.
+Pooled connections, a connect timeout and one deadline per request (sending its body and receiving the whole reply).
+One attempt per request unless the caller asks for retries with a `RetryPolicy` (the client's or the call's): a rollout
+has one retry budget, held by its outermost layer (docs/architecture.md, "Retry budget"), so nothing retries by
+default. Retries, when asked for, back off exponentially with jitter and only follow failures that a retry can fix
+(`nemo_gym.failures.is_retryable`: connection errors, timeouts, 5xx, 429). Whatever still fails raises
+`RequestFailed` carrying a failure class, so callers record the failure instead of guessing at it.
 """
 
 import asyncio
@@ -59,7 +61,9 @@ class HttpClient:
     """An async JSON-over-HTTP client with one connection pool per process (nemo_gym.http_wire underneath).
 
     The pool binds to an event loop, so it is opened on first use inside the running loop, and opened again if a
-    later run uses a new loop. The read timeout bounds the wait for a whole reply once the request is sent.
+    later run uses a new loop. The read timeout (or a call's `timeout_s`) bounds the whole request: a server that
+    stops taking a streamed body fails it as surely as one that never replies. `retry` is NO_RETRY (one attempt)
+    unless given.
     """
 
     def __init__(
@@ -68,7 +72,7 @@ class HttpClient:
         connect_timeout_s: float = 5.0,
         read_timeout_s: float = 600.0,
         max_connections: int = 4096,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = NO_RETRY,
     ) -> None:
         self.retry = retry
         self._connect_timeout_s = connect_timeout_s

@@ -7,18 +7,23 @@ What this needs is small: JSON bodies (or a stream of chunks), a status and a bo
 chunked, or the connection's end), timeouts, no redirects, no cookies, no proxies, no compression.
 
 Failures are typed by when they happened, which is what decides their failure class:
-`ConnectFailed` (no connection, or it closed before the reply began), `ReplyTimeout`, `BadReply` (malformed HTTP, or
-the connection closed partway through the reply).
+`ConnectFailed` (no connection, or it closed before the reply began), `ReplyTimeout` (the request was not sent, or its
+reply did not complete, by its deadline), `BadReply` (malformed HTTP, or the connection closed partway through the
+reply). A header that would break the request's framing (CR, LF or NUL in its name or value) is refused before
+anything is sent: `InvalidHeaderError`, which names the header and never shows its value (it may be a secret).
 """
 
 import asyncio
 import functools
+import re
 import ssl
 import time
 from typing import AsyncIterable
 from urllib.parse import urlsplit
 
 import httptools
+
+from nemo_gym.errors import NemoGymError
 
 # A request body: bytes, or a stream of chunks (sent with chunked transfer encoding).
 Body = bytes | AsyncIterable[bytes] | None
@@ -33,11 +38,29 @@ class ConnectFailed(WireError):
 
 
 class ReplyTimeout(WireError, TimeoutError):
-    """The reply did not complete within the read timeout."""
+    """The request was not sent, or its reply did not complete, within the request's timeout."""
 
 
 class BadReply(WireError):
     """The reply was not valid HTTP, or the connection closed partway through it."""
+
+
+class InvalidHeaderError(NemoGymError, ValueError):
+    """A header whose name or value holds CR, LF or NUL: sent, it would end the header early or smuggle another
+    one in. Caused by the caller's input (say, an API key read with its trailing newline), so no retry can fix it."""
+
+
+_BREAKS_FRAMING = re.compile(r"[\r\n\0]").search
+
+
+def _header_line(name: str, value: str) -> bytes:
+    """`name: value` as a header line; InvalidHeaderError (naming the header, never showing its value) when either
+    holds CR, LF or NUL."""
+    if _BREAKS_FRAMING(name):
+        raise InvalidHeaderError(f"header name {name!r} contains CR, LF or NUL; nothing was sent")
+    if _BREAKS_FRAMING(value):
+        raise InvalidHeaderError(f"header {name!r}: its value contains CR, LF or NUL; nothing was sent")
+    return b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1"))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -131,8 +154,8 @@ class _Connection(asyncio.Protocol):
         if reply is not None and not reply.done():
             reply.set_exception(exc)
 
-    def _timed_out(self, read_timeout_s: float) -> None:
-        self._fail(ReplyTimeout(f"no complete reply within {read_timeout_s:g} s"))
+    def _timed_out(self, timeout_s: float) -> None:
+        self._fail(ReplyTimeout(f"no complete reply within {timeout_s:g} s"))
         self.abort()
 
     def abort(self) -> None:
@@ -140,33 +163,52 @@ class _Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
-    async def exchange(self, head: bytes, body: Body, read_timeout_s: float) -> tuple[int, bytes]:
-        """Send one request (`head` ends with the blank line) and return its status and body."""
+    async def exchange(self, head: bytes, body: Body, timeout_s: float) -> tuple[int, bytes]:
+        """Send one request (`head` ends with the blank line) and return its status and body, all within
+        `timeout_s`: a streamed body the server stops taking, or a source that stops giving, fails it too."""
         if self.closed:  # closed by the server after it was picked (only a new one can be, before its first use)
             raise ConnectFailed("the server closed the connection before the request was sent")
         reply = self._reply = self._loop.create_future()
-        transport = self._transport
-        assert transport is not None
-        if body is None or isinstance(body, (bytes, bytearray)):
-            transport.write(head + body if body else head)
-        else:
-            transport.write(head)
-            async for chunk in body:
-                if self.closed:
-                    break
-                if chunk:
-                    transport.writelines((b"%x\r\n" % len(chunk), chunk, b"\r\n"))
-                if self._writable is not None:
-                    await self._writable
-            if reply.done():  # the server answered before the body's end: what it did with the rest is unknown
-                self.reusable = False
-            elif not self.closed:
-                transport.write(b"0\r\n\r\n")
-        timer = self._loop.call_later(read_timeout_s, self._timed_out, read_timeout_s)
+        deadline = self._loop.time() + timeout_s
+        if body is not None and not isinstance(body, (bytes, bytearray)):
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._send_stream(head, body, reply)
+            except TimeoutError:
+                self._reply = None  # nobody will await it: no exception may be left on it
+                self.abort()
+                raise ReplyTimeout(f"the request body was not sent within {timeout_s:g} s (the server stopped "
+                                   f"reading it, or its source stopped giving)") from None
+        timer = self._loop.call_at(deadline, self._timed_out, timeout_s)
         try:
+            if body is None or isinstance(body, (bytes, bytearray)):
+                self._write(head + body if body else head)  # buffered by the transport; the timer covers its sending
             return await reply
         finally:
             timer.cancel()
+
+    def _write(self, *parts: bytes) -> None:
+        assert self._transport is not None
+        if len(parts) == 1:
+            self._transport.write(parts[0])
+        else:
+            self._transport.writelines(parts)
+
+    async def _send_stream(self, head: bytes, body: AsyncIterable[bytes], reply: asyncio.Future[tuple[int, bytes]]
+                           ) -> None:
+        """The head, then `body` with chunked framing, waiting whenever the transport's buffer is full."""
+        self._write(head)
+        async for chunk in body:
+            if self.closed:
+                break
+            if chunk:
+                self._write(b"%x\r\n" % len(chunk), chunk, b"\r\n")
+            if self._writable is not None:
+                await self._writable
+        if reply.done():  # the server answered before the body's end: what it did with the rest is unknown
+            self.reusable = False
+        elif not self.closed:
+            self._write(b"0\r\n\r\n")
 
 
 class ConnectionPool:
@@ -183,12 +225,12 @@ class ConnectionPool:
         self._tls: ssl.SSLContext | None = None
 
     async def request(self, method: str, url: str, headers: dict[str, str] | None, body: Body,
-                      read_timeout_s: float) -> tuple[int, bytes]:
-        """`method url` with `headers` and `body`; its status and body, or a WireError."""
+                      timeout_s: float) -> tuple[int, bytes]:
+        """`method url` with `headers` and `body`; its status and body, or a WireError (ReplyTimeout when sending
+        the request and receiving its reply took longer than `timeout_s`)."""
         origin, target, host = _split(url)
         lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method.encode(), target, host)]
-        for name, value in (headers or {}).items():
-            lines.append(b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1")))
+        lines.extend(_header_line(name, value) for name, value in (headers or {}).items())
         if body is None:
             lines.append(b"content-length: 0\r\n\r\n" if method in ("POST", "PUT", "PATCH") else b"\r\n")
         elif isinstance(body, (bytes, bytearray)):
@@ -199,7 +241,7 @@ class ConnectionPool:
         async with self._slots:
             connection = await self._connection(origin)
             try:
-                status, reply = await connection.exchange(head, body, read_timeout_s)
+                status, reply = await connection.exchange(head, body, timeout_s)
             except BaseException:  # a timeout, a failure, a cancelled caller: the connection's state is unknown
                 self._drop(connection)
                 raise

@@ -76,11 +76,11 @@ class _DirectServers:
 
 def measure(url: str, out: Path, paths: list[Path]) -> None:
     """Child process: aggregate once into `out` (shards also merged there); print seconds, CPU-s and peak RSS."""
-    from nemo_gym.http_client import NO_RETRY, HttpClient
+    from nemo_gym.http_client import HttpClient
     from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
 
     async def aggregate() -> dict:
-        http = HttpClient(retry=NO_RETRY)
+        http = HttpClient()
         try:
             result = await aggregate_rollouts(paths, out / "bench_aggregate_metrics.json", _DirectServers(url, http),
                                               merge_into=out / "merged.jsonl" if len(paths) > 1 else None)

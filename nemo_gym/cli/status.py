@@ -13,7 +13,7 @@ from nemo_gym.compat.head_detect import NATIVE, HeadListing, detect_head
 
 from nemo_gym.config.global_settings import LoaderSettings, head_server
 from nemo_gym.config.typed import build
-from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed, get_json_blocking
+from nemo_gym.http_client import HttpClient, RequestFailed, get_json_blocking
 from nemo_gym.server.client import fetch_status
 from nemo_gym.sync_bridge import run_sync
 
@@ -24,7 +24,7 @@ class StatusSettings(LoaderSettings):
 
 
 async def _listing(head_url: str) -> HeadListing:
-    http = HttpClient(connect_timeout_s=5.0, read_timeout_s=5.0, retry=NO_RETRY)
+    http = HttpClient(connect_timeout_s=5.0, read_timeout_s=5.0)
     try:
         return await detect_head(http, head_url)
     finally:

@@ -12,7 +12,7 @@ nothing connected; the next stream opens it again and keeps the agents' URLs it 
 import asyncio
 from typing import Any
 
-from nemo_gym.http_client import NO_RETRY, HttpClient
+from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy, RolloutSuccess, run_rollout
 from nemo_gym.server.client import ServerClient
 
@@ -35,7 +35,7 @@ class RolloutEngine:
     @classmethod
     def connect(cls, head_url: str, policy: RolloutPolicy, shared_concurrency: int | None) -> "RolloutEngine":
         """An engine with an HTTP client of its own (closed while no stream uses it)."""
-        http = HttpClient(read_timeout_s=policy.rollout_timeout_s, retry=NO_RETRY)
+        http = HttpClient(read_timeout_s=policy.rollout_timeout_s)
         return cls(ServerClient(head_url, http), policy, shared_concurrency, owns_http=True)
 
     def bind(self) -> None:

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from nemo_gym.config.global_settings import head_server
 from nemo_gym.errors import NemoGymError
-from nemo_gym.http_client import NO_RETRY, HttpClient
+from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
 from nemo_gym.rollout_collection.collect import CollectionSummary, collect_rollouts
 from nemo_gym.rollout_collection.config import (
@@ -125,7 +125,7 @@ class RolloutAggregationHelper:
         if config.merge_shards:
             output = Path(config.output_jsonl_fpath)
             output.parent.mkdir(parents=True, exist_ok=True)
-        http = HttpClient(retry=NO_RETRY)
+        http = HttpClient()
         try:
             result = await aggregate_rollouts(files, config.aggregate_metrics_fpath,
                                               ServerClient(config.head_server_url, http), merge_into=output)

@@ -95,7 +95,7 @@ async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: R
     """POST `row` to the agent's `url` (its /run) until it succeeds or the budget is spent.
 
     `attempts` caps this call below `policy.max_attempts` (the CLI's attempts left across resumed runs). `http`
-    must not retry by itself (NO_RETRY): the attempts are counted here.
+    must not retry by itself (an HttpClient makes one attempt unless asked): the attempts are counted here.
     """
     budget = policy.max_attempts if attempts is None else min(attempts, policy.max_attempts)
     attempt = 0

@@ -24,7 +24,7 @@ from nemo_gym.config.servers import SERVER_KINDS, ServerSettings, ServerSpec
 from nemo_gym.config.typed import Settings, Text, UnknownKeys, build
 from nemo_gym.errors import ConfigError
 from nemo_gym.failures import failure_class_of
-from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed
+from nemo_gym.http_client import HttpClient, RequestFailed
 from nemo_gym.server.client import ServerClient
 from nemo_gym.server.gc_pace import serving_pace
 
@@ -187,12 +187,11 @@ class BaseServer:
 
     @asynccontextmanager
     async def _lifespan(self, app: Starlette):
+        # One attempt per call (HttpClient's default): a server calls others on behalf of a rollout, whose one retry
+        # budget is the collector's (docs/architecture.md, "Retry budget"); a retry here would multiply it.
         self.http = HttpClient(
             connect_timeout_s=self.settings.connect_timeout_s,
             read_timeout_s=self.settings.read_timeout_s,
-            # A server calls others on behalf of a rollout, whose one retry budget is the collector's
-            # (docs/architecture.md, "Retry budget"): a retry here would multiply it.
-            retry=NO_RETRY,
         )
         if self.head_url:
             self.servers = ServerClient(self.head_url, self.http)

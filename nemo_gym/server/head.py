@@ -10,7 +10,7 @@ from starlette.routing import Route
 from nemo_gym.compat.head_endpoints import global_config_yaml, server_instances
 from nemo_gym.config.redact import redact_secrets
 from nemo_gym.config.servers import ServerSpec
-from nemo_gym.failures import NO_RETRY, RequestFailed
+from nemo_gym.failures import RequestFailed
 from nemo_gym.server.base import BaseServer, json_route
 
 HEAD_SERVER_NAME = "head_server"
@@ -34,7 +34,7 @@ class HeadServer(BaseServer):
 
     async def _probe(self, server: dict[str, Any]) -> dict[str, Any]:
         try:
-            answer = await self.http.get_json(f"{server['url']}/health", timeout_s=_PROBE_TIMEOUT_S, retry=NO_RETRY)
+            answer = await self.http.get_json(f"{server['url']}/health", timeout_s=_PROBE_TIMEOUT_S)
             health = answer.get("status", "?") if isinstance(answer, dict) else "?"
         except RequestFailed as exc:
             # A server still loading answers 503 {"status": "starting"}; one not listening yet is unreachable.

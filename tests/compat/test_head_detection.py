@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from nemo_gym.compat.head_detect import NATIVE, NEMO_GYM, HeadServerError, detect_head, servers_from_instances
-from nemo_gym.http_client import NO_RETRY, HttpClient
+from nemo_gym.http_client import HttpClient
 from nemo_gym.server.client import ServerClient
 from nemo_gym.server.head import HeadServer
 from tests.compat.threaded import json_app, serving
@@ -44,7 +44,7 @@ NEMO_GYM_INSTANCES = [
 
 def _detect(url: str):
     async def run():
-        http = HttpClient(retry=NO_RETRY)
+        http = HttpClient()
         try:
             return await detect_head(http, url)
         finally:
@@ -65,7 +65,7 @@ def test_a_nemo_gym_head_server_is_detected_and_its_listing_translated() -> None
         listing = _detect(url)
 
         async def client_view() -> tuple[str, dict[str, Any], str | None]:
-            http = HttpClient(retry=NO_RETRY)
+            http = HttpClient()
             try:
                 client = ServerClient(url, http)
                 return await client.url("policy_model"), await client.global_config(), client.head_kind

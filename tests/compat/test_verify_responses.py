@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 from nemo_gym.compat.verify_responses import check_answer, strip_row, verify_responses_body
 from nemo_gym.failures import RequestFailed
 from nemo_gym.config.servers import ServerSpec
-from nemo_gym.http_client import NO_RETRY, HttpClient
+from nemo_gym.http_client import HttpClient
 from nemo_gym.resources_servers.example_single_tool_call.app import ExampleSingleToolCall
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
 from nemo_gym.server.client import ServerClient
@@ -89,7 +89,7 @@ def test_aggregation_against_a_nemo_gym_head_sends_verify_responses_and_keeps_it
         with serving(json_app({"/server_instances": instances})) as head_url:
 
             async def aggregate():
-                http = HttpClient(retry=NO_RETRY)
+                http = HttpClient()
                 try:
                     return await aggregate_rollouts([rollouts], tmp_path / "m_aggregate_metrics.json",
                                                     ServerClient(head_url, http))

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from nemo_gym.errors import InputDataError
-from nemo_gym.http_client import NO_RETRY, HttpClient
+from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection import AggregateResult, aggregate_rollouts, merge_shards
 from nemo_gym.run_files.paths import report_path
 from nemo_gym.server.client import ServerClient
@@ -64,7 +64,7 @@ def _answer(body: dict[str, Any]) -> dict[str, Any]:
 
 def _aggregate(head_url: str, files: list[Path], metrics: Path, merge_into: Path | None = None) -> AggregateResult:
     async def run() -> AggregateResult:
-        http = HttpClient(retry=NO_RETRY)
+        http = HttpClient()
         try:
             return await aggregate_rollouts(files, metrics, ServerClient(head_url, http), merge_into=merge_into)
         finally:

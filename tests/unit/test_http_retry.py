@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 
 from nemo_gym.errors import DownstreamError, NemoGymError
-from nemo_gym.failures import NO_RETRY, RequestFailed, RetryPolicy, failure_class_of, is_retryable
+from nemo_gym.failures import RequestFailed, RetryPolicy, failure_class_of, is_retryable
 from nemo_gym.http_client import HttpClient
 
 FAST = RetryPolicy(max_attempts=3, backoff_base_s=0.01)
@@ -45,7 +45,7 @@ def test_streamed_body_is_produced_again_for_each_attempt() -> None:
     async def main() -> tuple[object, list[bytes]]:
         bodies: list[bytes] = []
         runner, url = await _serve([(503, {}), (502, {}), (200, {"ok": True})], bodies)
-        http = HttpClient(retry=NO_RETRY)
+        http = HttpClient()
         try:
             return await http.post_json_stream(url, _chunks, retry=FAST), bodies
         finally:
@@ -55,6 +55,29 @@ def test_streamed_body_is_produced_again_for_each_attempt() -> None:
     answer, bodies = asyncio.run(main())
     assert answer == {"ok": True}
     assert bodies == [b'{"rows":[1,2,3]}'] * 3
+
+
+def test_the_client_makes_one_attempt_unless_asked() -> None:
+    """One retry budget per rollout, held by its outermost layer (docs/architecture.md): a client that retried on
+    its own would multiply it, so only an explicit policy retries."""
+
+    async def main() -> tuple[RequestFailed, int, object]:
+        bodies: list[bytes] = []
+        runner, url = await _serve([(503, {}), (200, {"ok": True}), (503, {}), (200, {"ok": True})], bodies)
+        http, retrying = HttpClient(), HttpClient(retry=FAST)
+        try:
+            with pytest.raises(RequestFailed) as info:
+                await http.post_json(url, {"a": 1})
+            requests = len(bodies)
+            return info.value, requests, await retrying.post_json(url, {"a": 1})
+        finally:
+            await http.aclose()
+            await retrying.aclose()
+            await runner.cleanup()
+
+    error, requests, retried = asyncio.run(main())
+    assert (requests, error.attempts, error.status) == (1, 1, 503)
+    assert retried == {"ok": True}  # asked for, retries still happen: 503 then 200
 
 
 def test_streamed_post_gives_up_with_the_failure_class() -> None:

@@ -10,7 +10,7 @@ from typing import Awaitable, Callable
 
 import pytest
 
-from nemo_gym.failures import NO_RETRY, RequestFailed
+from nemo_gym.failures import RequestFailed
 from nemo_gym.http_client import HttpClient
 from nemo_gym.http_wire import BadReply, ConnectFailed, ConnectionPool, ReplyTimeout
 
@@ -206,7 +206,7 @@ def test_each_failure_is_typed_and_the_connection_is_not_reused(answer: Answer, 
             client = HttpClient(read_timeout_s=0.5)
             server.requests.clear()
             with pytest.raises(RequestFailed) as failed:
-                await client.post_json(server.url, {}, retry=NO_RETRY)
+                await client.post_json(server.url, {})
             await client.aclose()
             assert failed.value.failure_class == failure_class and failed.value.url == server.url
     asyncio.run(main())
@@ -225,7 +225,7 @@ def test_a_url_that_is_not_http_is_a_connect_failure_naming_it() -> None:
     async def main() -> None:
         client = HttpClient()
         with pytest.raises(RequestFailed) as failed:
-            await client.post_json("ftp://127.0.0.1:9/v1", {}, retry=NO_RETRY)
+            await client.post_json("ftp://127.0.0.1:9/v1", {})
         await client.aclose()
         assert failed.value.failure_class == "connect" and "ftp://127.0.0.1:9/v1" in str(failed.value)
     asyncio.run(main())

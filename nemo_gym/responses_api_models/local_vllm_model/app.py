@@ -22,7 +22,7 @@ from pathlib import Path
 
 from nemo_gym.config.model_servers import LocalVLLMModelSettings
 from nemo_gym.config.servers import ServerSpec
-from nemo_gym.http_client import NO_RETRY, RequestFailed
+from nemo_gym.http_client import RequestFailed
 from nemo_gym.responses_api_models.local_vllm_model.device import device_args, has_nvidia_gpu
 from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
 from nemo_gym.server.supervisor import free_port
@@ -91,7 +91,7 @@ class LocalVLLMModelServer(VLLMModelServer):
         while self._vllm.poll() is None:
             if not self._ready:
                 try:
-                    await self.http.get_json(f"{self.base_urls[0]}/models", timeout_s=5, retry=NO_RETRY)
+                    await self.http.get_json(f"{self.base_urls[0]}/models", timeout_s=5)
                     self._ready = True
                     logger.info("vLLM ready after %.0f s", asyncio.get_running_loop().time() - started)
                 except RequestFailed:
