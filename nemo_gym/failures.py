@@ -11,8 +11,12 @@ from typing import Any, Literal
 
 from nemo_gym.errors import DownstreamError
 
-FailureClass = Literal["connect", "timeout", "http_5xx", "http_4xx", "invalid_response", "agent_error"]
+FailureClass = Literal["connect", "timeout", "http_5xx", "http_4xx", "invalid_response", "agent_error",
+                       "judge_error"]
 FAILURE_CLASSES: tuple[str, ...] = typing.get_args(FailureClass)
+# The judge model of an environment failed or gave no verdict: the rollout itself is done, so it is a failure of its
+# verification (kept with the rollout, for ng_reverify_rollouts), never a reward.
+JUDGE_ERROR: FailureClass = "judge_error"
 # Classes a later attempt can fix: the server was away, slow or overloaded.
 RETRYABLE_CLASSES: tuple[str, ...] = ("connect", "timeout", "http_5xx")
 TOO_MANY_REQUESTS = 429

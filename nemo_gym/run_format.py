@@ -31,6 +31,9 @@ FAILURE_CLASS = "failure_class"
 ATTEMPTS = "attempts"
 LAST_ERROR = "last_error"
 HTTP_STATUS = "http_status"
+# The agent's whole reply, in the record of a rollout that failed in its verification (a reply marked failed that
+# holds the `response`): ng_reverify_rollouts verifies it again without the model.
+FAILED_ROLLOUT = "rollout"
 UNKNOWN_FAILURE_CLASS = "unknown"  # a record without a class (written by something else)
 
 # Manifest fields read outside the collector.

@@ -13,6 +13,7 @@ from typing import Any
 FAILURE_CLASS_KEY = "_ng_failure_class"
 NO_PERSIST_KEY = "_ng_no_persist"
 KILL_SHAPED = "kill_shaped"  # NeMo Gym's class for rollouts killed from outside, the only one marked no-persist
+ERROR_MESSAGE_KEY = "error_message"  # what went wrong, beside the marker
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,6 @@ def marked_failure(reply: Any) -> MarkedFailure | None:
     if declared in (None, "") and not reply.get(NO_PERSIST_KEY):
         return None
     failure_class = str(declared) if declared not in (None, "") else KILL_SHAPED
-    detail = reply.get("error_message")
+    detail = reply.get(ERROR_MESSAGE_KEY)
     message = f"the agent marked the rollout failed ({FAILURE_CLASS_KEY}={failure_class})"
     return MarkedFailure(failure_class, f"{message}: {detail}" if detail else message)

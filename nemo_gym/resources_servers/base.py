@@ -10,6 +10,9 @@ An environment subclasses `ResourcesServer`, marks its tool methods with `@tool`
         async def verify(self, row: dict, response: dict) -> dict:
             return {"reward": 1.0 if ... else 0.0}
 
+A `verify` that cannot score the rollout (an outside judge failed) returns `failed_verification(...)` instead: a
+recorded failure, never a reward.
+
 Routes: `POST /seed_session`, `POST /verify`, `POST /aggregate_metrics` and `POST /<tool name>` per tool. Tool
 arguments arrive as keyword arguments; a tool (or `verify`) that declares a `session_id` parameter also gets the id
 of the rollout (from the session header), to find its state with `self.session_state(session_id)`.
@@ -24,8 +27,10 @@ from starlette.requests import Request
 from starlette.routing import Route
 from pydantic import Field
 
+from nemo_gym.compat.markers import ERROR_MESSAGE_KEY, FAILURE_CLASS_KEY
 from nemo_gym.compat.verify_responses import VerifyResponsesError, verify_response_rows
 from nemo_gym.config.servers import ServerSettings, ServerSpec
+from nemo_gym.failures import FailureClass
 from nemo_gym.protocol import SESSION_HEADER
 from nemo_gym.resources_servers.metrics import group_mean_reward, headline_metrics, summarize
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
@@ -40,6 +45,13 @@ def tool(func: Callable[..., Any]) -> Callable[..., Any]:
     """Serve this method as a tool at `POST /<method name>`; the request body holds its keyword arguments."""
     setattr(func, _TOOL_MARK, True)
     return func
+
+
+def failed_verification(failure_class: FailureClass, message: str, **fields: Any) -> dict[str, Any]:
+    """What `verify` returns when it could not score the rollout (its judge model failed, say): the reply is marked
+    failed (NeMo Gym's `_ng_failure_class`), so the collector records a failure of `failure_class` and keeps the
+    rollout for `ng_reverify_rollouts`; no reward is given."""
+    return {FAILURE_CLASS_KEY: failure_class, ERROR_MESSAGE_KEY: message, **fields}
 
 
 def session_id_of(request: Request) -> str:
@@ -86,7 +98,8 @@ class ResourcesServer(BaseServer):
 
         From the collector, `rows` are compact (keys and scalar fields; no transcripts: put what a metric needs
         into a scalar field in `verify`) and the library's metrics (medians, pass@k, majority@k, bootstrap
-        interval, failure rates) are already computed: an override adds to them, the default adds nothing.
+        interval, failure rates) are already computed: an override adds to them, the default adds nothing. Over rows
+        alone (NeMo Gym's collector) an override adds to the default's statistics of those rows.
         """
         return summarize(rows)
 
@@ -153,6 +166,8 @@ class ResourcesServer(BaseServer):
             result = await self.verify(row, response, **extra)
         finally:
             self.drop_session(session_id)
+        if FAILURE_CLASS_KEY in result:  # see failed_verification: no reward, whatever the body held
+            return {key: value for key, value in {**body, **result}.items() if key != "reward"}
         if "reward" not in result:
             raise TypeError(f"{type(self).__name__}.verify() returned no 'reward'")
         return {**body, **result, "reward": float(result["reward"])}
@@ -175,7 +190,9 @@ class ResourcesServer(BaseServer):
         if not isinstance(library, dict):
             if rows is None:
                 raise HandlerError(400, "aggregate_metrics needs {'rows': [...]} or {'agent_metrics': {...}}")
-            agent_metrics = self.compute_metrics(rows)
+            # Rows alone (NeMo Gym's collector) come with no library metrics: an override adds to the generic ones.
+            generic = summarize(rows) if self._overrides("compute_metrics") else {}
+            agent_metrics = {**generic, **self.compute_metrics(rows)}
             return {
                 "agent_metrics": agent_metrics,
                 "key_metrics": self.key_metrics(agent_metrics),

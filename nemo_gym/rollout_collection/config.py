@@ -265,3 +265,74 @@ class RolloutAggregationConfig(_FromGlobal):
     @property
     def aggregate_metrics_fpath(self) -> Path:
         return RunPaths(self.output_jsonl_fpath).aggregate_metrics
+
+
+class RolloutReverificationConfig(_FromGlobal):
+    """Verify the rollouts of a finished run again, without the model: each rollout's response goes back to its
+    environment's /verify, and the results form a new run (rollouts, failures, metrics) that resumes like a
+    collection.
+
+    ng_reverify_rollouts +input_jsonl_fpath=results/rollouts.jsonl +output_jsonl_fpath=results/reverified.jsonl
+        +failed_only=true
+    """
+
+    input_jsonl_fpath: Text
+    """The finished run's rollouts file; its _failures.jsonl and _materialized_inputs.jsonl beside it are read too."""
+    input_materialized_jsonl_fpath: FilePath | None = None
+    """The finished run's materialized inputs, if not beside its rollouts (its +materialized_jsonl_fpath)."""
+    output_jsonl_fpath: Text
+    """The new rollouts file; its sidecars (_failures.jsonl, _manifest.json, ...) go next to it."""
+    failed_only: bool = False
+    """Verify again only the rollouts whose verification failed (e.g. their judge was down) and copy the others as
+    they are; by default every rollout is verified again."""
+    num_samples_in_parallel: int = Field(DEFAULT_NUM_SAMPLES_IN_PARALLEL, ge=1)
+    """Verifications in flight at once."""
+    max_attempts: int = Field(3, ge=1)
+    """Attempts per verification within one run before it is recorded as failed."""
+    max_total_attempts: int = Field(10, ge=1)
+    """Attempts per verification across resumed runs before it is no longer retried."""
+    verify_timeout_s: float = Field(600.0, gt=0)
+    """Seconds one /verify call may take."""
+    retry_backoff_s: float = Field(1.0, ge=0)
+    """Seconds before the first retry of a failed verification (doubling after each)."""
+    progress_interval_s: float = Field(10.0, gt=0)
+    """Seconds between progress lines."""
+    resume_from_cache: bool = False
+    """Continue an interrupted re-verification: keep what the output holds and verify only the rest."""
+    disable_aggregation: bool = False
+    """Skip the aggregate metrics at the end."""
+    head_server_url: Text = Field(default_factory=_default_head_url)
+    """The head server of the running servers, environments and agents (default: from head_server.host/port)."""
+
+    @model_validator(mode="after")
+    def _distinct_files(self) -> "RolloutReverificationConfig":
+        source = RunPaths(self.input_jsonl_fpath)
+        taken = {Path(self.input_jsonl_fpath), source.failures, self.source_materialized_fpath}
+        if taken & {self.output_path, self.run_paths.failures, self.run_paths.materialized_inputs}:
+            raise ValueError(f"+output_jsonl_fpath={self.output_jsonl_fpath} would overwrite the run it re-verifies; "
+                             f"name a new file")
+        return self
+
+    @property
+    def source_materialized_fpath(self) -> Path:
+        return Path(self.input_materialized_jsonl_fpath or RunPaths(self.input_jsonl_fpath).materialized_inputs)
+
+    @property
+    def output_path(self) -> Path:
+        return Path(self.output_jsonl_fpath)
+
+    @property
+    def run_paths(self) -> RunPaths:
+        return RunPaths(self.output_jsonl_fpath)
+
+    @property
+    def failures_jsonl_fpath(self) -> Path:
+        return self.run_paths.failures
+
+    @property
+    def manifest_fpath(self) -> Path:
+        return self.run_paths.manifest
+
+    @property
+    def aggregate_metrics_fpath(self) -> Path:
+        return self.run_paths.aggregate_metrics

@@ -1,17 +1,30 @@
 """Whether a run may write to its output: a fresh run needs an empty one, a resume needs the same run's manifest."""
 
 from pathlib import Path
+from typing import Protocol
 
 from nemo_gym.errors import NemoGymError
-from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
 from nemo_gym.rollout_collection.manifest import changed_fields, recorded_fingerprint
+
+
+class RunOutput(Protocol):
+    """What the checks read of a run's config (a collection's, a re-verification's): its files."""
+
+    @property
+    def output_path(self) -> Path: ...
+
+    @property
+    def failures_jsonl_fpath(self) -> Path: ...
+
+    @property
+    def manifest_fpath(self) -> Path: ...
 
 
 def file_size(path: Path) -> int:
     return path.stat().st_size if path.is_file() else 0
 
 
-def check_fresh(config: SharedRolloutCollectionConfig) -> None:
+def check_fresh(config: RunOutput) -> None:
     """Refuse to start a fresh run over the results of an earlier one."""
     for path in (config.output_path, config.failures_jsonl_fpath):
         if file_size(path):
@@ -21,7 +34,7 @@ def check_fresh(config: SharedRolloutCollectionConfig) -> None:
             )
 
 
-def config_changes(config: SharedRolloutCollectionConfig, fp: dict) -> list[str] | None:
+def config_changes(config: RunOutput, fp: dict) -> list[str] | None:
     """How this run (fingerprint `fp`) differs from the one that wrote the output; None when there is nothing to
     resume."""
     if not file_size(config.output_path) and not file_size(config.failures_jsonl_fpath):

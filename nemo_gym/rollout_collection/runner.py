@@ -19,7 +19,7 @@ from nemo_gym.rollout_collection.progress import Progress
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutSuccess, result_row
 from nemo_gym.rollout_collection.store import AppendFile
 from nemo_gym.run_files.rows import keyed, row_key
-from nemo_gym.run_format import AGENT_REF, ATTEMPTS, FAILURE_CLASS, HTTP_STATUS, LAST_ERROR
+from nemo_gym.run_format import AGENT_REF, ATTEMPTS, FAILED_ROLLOUT, FAILURE_CLASS, HTTP_STATUS, LAST_ERROR
 
 _LAST_ERROR_CHARS = 500
 
@@ -102,6 +102,7 @@ class Runner:
             ATTEMPTS: attempts,
             LAST_ERROR: failure.last_error[:_LAST_ERROR_CHARS],
             HTTP_STATUS: failure.http_status,
+            **({FAILED_ROLLOUT: failure.reply} if failure.reply is not None else {}),
         })
         self.failures.write_line(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
         self.stats.failed += 1
