@@ -68,8 +68,12 @@ class RolloutEngine:
         url = self._run_urls.get(agent) or await self._look_up(agent)
         return await run_rollout(self.servers.http, url, row, self.policy, attempts)
 
+    async def url_of(self, agent: str) -> str:
+        """Where a row of `agent` is posted: the agent's /run."""
+        return f"{await self.servers.url(agent)}/run"
+
     async def _look_up(self, agent: str) -> str:
         async with self._lookup:  # type: ignore[union-attr]  # one lookup, not one per concurrent row
             if agent not in self._run_urls:
-                self._run_urls[agent] = f"{await self.servers.url(agent)}/run"
+                self._run_urls[agent] = await self.url_of(agent)
         return self._run_urls[agent]

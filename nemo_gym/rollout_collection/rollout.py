@@ -69,6 +69,8 @@ class RolloutFailure:
     url: str
     task_index: int | None  # the row's _ng_task_index / _ng_rollout_index, when it has them
     rollout_index: int | None
+    # A failed verification (a marked reply holding the rollout's `response`): the reply, kept for re-verification.
+    reply: dict[str, Any] | None = None
 
     def error(self) -> RolloutFailedError:
         return RolloutFailedError(
@@ -106,8 +108,10 @@ async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: R
                 reply = await http.post_json(url, row)
             marked = marked_failure(reply)
             if marked is not None:  # declared by the agent, so no retry here; a resume runs it again
+                verified = reply if isinstance(reply.get("response"), dict) else None
                 return RolloutFailure(marked.failure_class, attempt, marked.message, None, url,
-                                      _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX)))
+                                      _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX)),
+                                      verified)
             return RolloutSuccess(reply, _reward(reply, url), attempt)
         except TimeoutError:
             error = RequestFailed(
