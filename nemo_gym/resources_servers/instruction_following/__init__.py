@@ -1,0 +1,1 @@
+"""Instruction following: verifiable instructions in the manner of IFEval, each checked by code."""

@@ -1,0 +1,56 @@
+"""Reward 1.0 when the final message follows every instruction of the row, else 0.0 (all or nothing).
+
+Rows carry IFEval's `instruction_id_list` and `kwargs` (see `instructions.py` for the kinds and `checks.py` for
+each rule). `verify` adds the breakdown: `follow_instruction_list` (one bool per instruction, IFEval's field),
+`num_instructions`, `num_followed` and `followed:<instruction id>` (1.0 or 0.0; an id listed twice must be followed
+both times). An empty answer follows nothing.
+
+In the aggregate metrics, `mean/followed:<instruction id>` is how often that kind was followed where it was asked
+(the per-instruction breakdown), and the key metrics add `instruction_level_accuracy` (followed instructions over
+all instructions, IFEval's instruction-level figure) to the mean reward (its prompt-level figure).
+"""
+
+from typing import Any
+
+from nemo_gym.protocol import final_message_text
+from nemo_gym.resources_servers.base import ResourcesServer
+from nemo_gym.resources_servers.instruction_following.instructions import InstructionError, checked_kwargs
+from nemo_gym.server.base import HandlerError
+
+FOLLOWED = "followed:"
+
+
+def follow_instructions(text: str, instruction_ids: Any, kwargs_list: Any) -> list[tuple[str, bool]]:
+    """(id, followed) per instruction of a row, in order; InstructionError for a row this cannot check."""
+    if not isinstance(instruction_ids, list) or not instruction_ids:
+        raise InstructionError("'instruction_id_list' must be a non-empty list of instruction ids")
+    kwargs_list = [{}] * len(instruction_ids) if kwargs_list is None else kwargs_list
+    if not isinstance(kwargs_list, list) or len(kwargs_list) != len(instruction_ids):
+        raise InstructionError("'kwargs' must be a list with one object per entry of 'instruction_id_list'")
+    checked = [checked_kwargs(instruction_id, kwargs) for instruction_id, kwargs in zip(instruction_ids, kwargs_list)]
+    answered = bool(text.strip())
+    return [(instruction.id, answered and instruction.check(text, **kwargs)) for instruction, kwargs in checked]
+
+
+class InstructionFollowingResourcesServer(ResourcesServer):
+    async def verify(self, row: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+        try:
+            followed = follow_instructions(final_message_text(response), row.get("instruction_id_list"),
+                                           row.get("kwargs"))
+        except InstructionError as exc:
+            raise HandlerError(400, f"the row's instructions: {exc}") from None
+        by_kind: dict[str, float] = {}
+        for instruction_id, ok in followed:
+            by_kind[f"{FOLLOWED}{instruction_id}"] = min(by_kind.get(f"{FOLLOWED}{instruction_id}", 1.0), float(ok))
+        count = sum(ok for _, ok in followed)
+        return {"follow_instruction_list": [ok for _, ok in followed], "num_instructions": len(followed),
+                "num_followed": count, **by_kind, "reward": 1.0 if count == len(followed) else 0.0}
+
+    def key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        """The mean reward (all followed), instruction-level accuracy and every kind's follow rate."""
+        key = super().key_metrics(agent_metrics)
+        asked, followed = agent_metrics.get("mean/num_instructions"), agent_metrics.get("mean/num_followed")
+        if asked:
+            key["instruction_level_accuracy"] = followed / asked
+        key.update({name: value for name, value in agent_metrics.items() if name.startswith(f"mean/{FOLLOWED}")})
+        return key

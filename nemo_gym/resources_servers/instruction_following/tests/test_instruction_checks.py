@@ -1,0 +1,62 @@
+"""Every kind of instruction, checked on an answer that follows it and on one that does not."""
+
+import pytest
+
+from nemo_gym.resources_servers.instruction_following.instructions import INSTRUCTIONS
+
+# id -> (kwargs, an answer that follows it, one that does not)
+CASES = {
+    "length_constraints:number_words": ({"relation": "less than", "num_words": 5}, "Four words are here.",
+                                        "Here are five whole words."),
+    "length_constraints:number_sentences": ({"relation": "at least", "num_sentences": 2}, "One. Two!",
+                                            "Only one sentence, 3.5 long."),
+    "length_constraints:number_paragraphs": ({"num_paragraphs": 2}, "First part.\n***\nSecond part.",
+                                             "First part.\n***\n\n***\nSecond part."),
+    "keywords:existence": ({"keywords": ["river", "bread"]}, "Bread by the River.", "Bread by the rivers."),
+    "keywords:forbidden_words": ({"forbidden_words": ["very"]}, "Every day is fine.", "It is Very fine."),
+    "keywords:frequency": ({"keyword": "sun", "relation": "at least", "frequency": 2}, "Sun, sun, sunny.",
+                           "One sun and a sunset."),
+    "keywords:letter_frequency": ({"letter": "z", "let_relation": "less than", "let_frequency": 2}, "A zoo.",
+                                  "Zig zag."),
+    "change_case:english_lowercase": ({}, "all quiet here, 42.", "all quiet here, Sir."),
+    "change_case:english_capital": ({}, "ALL LOUD HERE, 42!", "ALL LOUD HERe"),
+    "change_case:capital_word_frequency": ({"capital_relation": "at least", "capital_frequency": 2},
+                                           "I SAW TWO birds.", "I saw A bird, NOT two."),
+    "detectable_format:json_format": ({}, '```json\n{"a": [1, 2]}\n```', 'Here: {"a": 1}'),
+    "detectable_format:number_bullet_lists": ({"num_bullets": 2}, "Items:\n* one\n- two\n", "* one\n* two\n* three"),
+    "detectable_format:title": ({}, "<<A Day Out>>\nWe went out.", "<< >> We went out."),
+    "detectable_format:number_highlighted_sections": ({"num_highlights": 2}, "This *matters* and **this**.",
+                                                      "Only *one* here, ** is empty."),
+    "detectable_format:multiple_sections": ({"section_spliter": "Section", "num_sections": 2},
+                                            "SECTION 1\nHello.\nSection 2\nBye.", "Section 1\nHello. Section two."),
+    "detectable_content:number_placeholders": ({"num_placeholders": 2}, "Dear [name], at [address].",
+                                               "Dear [name], see [ ]."),
+    "detectable_content:postscript": ({"postscript_marker": "P.S."}, "Bye.\n\np.s. see you", "Bye. P.S."),
+    "startend:end_checker": ({"end_phrase": "That is all."}, "Done. That is ALL.  ", "That is all. Really."),
+    "startend:quotation": ({}, '  "Wrapped whole."\n', '"Wrapped" not whole.'),
+    "punctuation:no_comma": ({}, "No commas here.", "One, two."),
+}
+
+
+def test_every_kind_has_cases() -> None:
+    assert sorted(CASES) == sorted(INSTRUCTIONS) and len(INSTRUCTIONS) >= 15
+
+
+@pytest.mark.parametrize("instruction_id", sorted(CASES))
+def test_an_answer_that_follows_passes(instruction_id: str) -> None:
+    kwargs, follows, _ = CASES[instruction_id]
+    assert INSTRUCTIONS[instruction_id].check(follows, **kwargs) is True
+
+
+@pytest.mark.parametrize("instruction_id", sorted(CASES))
+def test_an_answer_that_does_not_fails(instruction_id: str) -> None:
+    kwargs, _, breaks = CASES[instruction_id]
+    assert INSTRUCTIONS[instruction_id].check(breaks, **kwargs) is False
+
+
+@pytest.mark.parametrize("instruction_id", sorted(CASES))
+def test_each_kind_says_its_parameters_to_the_model(instruction_id: str) -> None:
+    kwargs, _, _ = CASES[instruction_id]
+    sentence = INSTRUCTIONS[instruction_id].say(**kwargs)
+    assert sentence and all(str(value if not isinstance(value, list) else value[0]) in sentence
+                            for name, value in kwargs.items() if not name.endswith("relation"))
