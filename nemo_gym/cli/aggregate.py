@@ -5,8 +5,13 @@
 With +merge_shards=true (default) the shards are written to output_jsonl_fpath once per key, ordered by key, and
 their outstanding failures to <output stem>_failures.jsonl. Identical copies of a key are dropped with a warning;
 differing copies are an error naming both files. Metrics are computed exactly as at the end of ng_collect_rollouts
-(library metrics plus each environment's, through its agent's /aggregate_metrics: servers must be running) and go to
-<output stem>_aggregate_metrics.json and <output stem>_report.html.
+(library metrics plus each environment's, through its agent's /aggregate_metrics: the run's servers should be
+running, started by ng_run with the run's configs) and go to <output stem>_aggregate_metrics.json and
+<output stem>_report.html; the headline metrics of each agent are printed.
+
+Without servers (no head server answers, or an agent does not), the merged file, the library metrics (mean reward,
+pass@k, majority@k, per-task statistics) and the report are still written, without that environment's own metrics;
+the command says so in its last line and exits 1.
 
 Exit status: 0 done, 1 a server failed or could not be reached (run it again once they are up), 2 bad input (no
 matching files, malformed rows, shards from different runs).

@@ -15,7 +15,11 @@ from nemo_gym.rollout_collection.config import (
     SharedRolloutCollectionConfig,
 )
 from nemo_gym.rollout_collection.e2e import e2e_collect_rollouts
-from nemo_gym.rollout_collection.helper import RolloutAggregationHelper, RolloutCollectionHelper
+from nemo_gym.rollout_collection.helper import (
+    EnvironmentMetricsSkipped,
+    RolloutAggregationHelper,
+    RolloutCollectionHelper,
+)
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy
 from nemo_gym.rollout_collection.stream import RolloutStream
 from nemo_gym.run_files.paths import expand_input_glob as _expand_input_glob  # NeMo Gym's name for it
@@ -25,6 +29,7 @@ __all__ = [
     "AggregateResult",
     "CollectionSummary",
     "E2ERolloutCollectionConfig",
+    "EnvironmentMetricsSkipped",
     "RolloutAggregationConfig",
     "RolloutAggregationHelper",
     "RolloutCollectionConfig",

@@ -10,18 +10,22 @@ over the files. The environment's answer is merged over the library's numbers.
 
 ng_aggregate_rollouts merges shards in that same pass (`merge_into`): each kept line is written to the merged file
 as the metrics read it, so the shards are indexed, sorted and read once, as one file of the same rows would be.
+
+When no server answers (no head server, or an agent that refuses the connection), that agent's environment metrics
+are skipped, not guessed: the library's metrics, the report and the merged file are still written, and the result
+names what was skipped and why (`AggregateResult.skipped`), so the caller can say so and exit non-zero.
 """
 
 import sys
 from collections import Counter, defaultdict
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
-from nemo_gym.compat.head_detect import NEMO_GYM
+from nemo_gym.compat.head_detect import NEMO_GYM, HeadServerError
 from nemo_gym.compat.verify_responses import check_answer, verify_responses_body
 from nemo_gym.errors import InputDataError, NemoGymError
 from nemo_gym.failures import RequestFailed, RetryPolicy
@@ -112,6 +116,38 @@ class AggregateResult:
     rows: int
     duplicates: int
     merged: MergeStats | None = None  # with `merge_into`: what the merge wrote
+    skipped: dict[str, str] = field(default_factory=dict)  # agent -> why its environment's metrics are missing
+
+    def skipped_message(self) -> str | None:
+        """One line saying which environments' own metrics are missing and why, or None when none is."""
+        if not self.skipped:
+            return None
+        reasons = "; ".join(f"{agent}: {why}" for agent, why in sorted(self.skipped.items()))
+        return (f"the environments' own metrics were skipped because no server answered ({reasons}); the library "
+                f"metrics, the report{' and the merged rollouts' if self.merged else ''} were written without them. "
+                f"Start the run's servers (ng_run with its configs) and run ng_aggregate_rollouts again to add them")
+
+
+def headline_lines(summaries: list[dict[str, Any]]) -> list[str]:
+    """One line per agent with its key metrics, as the collector and ng_aggregate_rollouts print them."""
+    lines = []
+    for entry in summaries:
+        shown = entry.get("key_metrics") or entry.get("agent_metrics") or {}
+        metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
+        lines.append(f"  {entry[AGENT_REF]['name']}: {metrics or '(no key metrics)'}")
+    return lines
+
+
+class _NoServer(Exception):
+    """No server answered where an environment's metrics come from; the message says which."""
+
+
+async def _agent_urls(servers: ServerClient, agents: list[str]) -> dict[str, str | _NoServer]:
+    """Each agent's URL, or why none can be had because nothing answers (other failures raise)."""
+    try:
+        return {agent: await servers.url(agent) for agent in agents}
+    except HeadServerError as exc:
+        return {agent: _NoServer(str(exc)) for agent in agents}
 
 
 def _failures_of(files: Sequence[Path]) -> dict[tuple[int, int], FailureRecord]:
@@ -192,20 +228,19 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
         for record in failures.values():
             failed_by_agent[record.agent][record.failure_class] += 1
         agents = sorted(accumulators)
-        urls = {agent: await servers.url(agent) for agent in agents}
-        summaries, reports = [], []
+        urls = await _agent_urls(servers, agents)
+        summaries, reports, skipped = [], [], {}
         with writing_metrics(metrics_path) as metrics:
             for agent in agents:
                 accumulator = accumulators[agent]
                 print(f"aggregating {accumulator.rows} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
                 library = accumulator.finish(dict(failed_by_agent.get(agent, {})))
-                url = f"{urls[agent]}/aggregate_metrics"
-                if servers.head_kind == NEMO_GYM:
-                    answer = await _nemo_gym_metrics(servers.http, url, files, agent, metrics_path.parent,
-                                                     http_timeout_s)
-                else:
-                    answer = await _environment_metrics(servers.http, url, files, agent, library.agent_metrics,
-                                                        metrics_path.parent, http_timeout_s)
+                try:
+                    answer = await _answer(servers, urls[agent], files, agent, library, metrics_path.parent,
+                                           http_timeout_s)
+                except _NoServer as exc:
+                    skipped[agent] = str(exc)
+                    answer = {}
                 agent_metrics = {**library.agent_metrics, **(answer.get("agent_metrics") or {})}
                 key_metrics = answer.get("key_metrics") or headline_metrics(agent_metrics)
                 metrics.add(agent, agent_metrics, key_metrics,
@@ -221,9 +256,27 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
     notes = [f"{len(files)} rollout file(s): " + ", ".join(map(str, files))]
     if stats.duplicates:
         notes.append(f"{stats.duplicates} duplicate rollouts (identical copies) dropped")
+    notes += [f"environment metrics of {agent} skipped: no server answered ({why})" for agent, why in skipped.items()]
     report = write_report(report_path(metrics_path), reports, metrics_path.name, notes,
                           [str(Path(f).resolve()) for f in files])
-    return AggregateResult(metrics_path, summaries, report, stats.rows, stats.duplicates, merged)
+    return AggregateResult(metrics_path, summaries, report, stats.rows, stats.duplicates, merged, skipped)
+
+
+async def _answer(servers: ServerClient, url: str | _NoServer, files: Sequence[Path], agent: str,
+                  library: AgentMetrics, work_dir: Path, timeout_s: float) -> dict[str, Any]:
+    """The environment's answer for `agent`; `_NoServer` when nothing answers there."""
+    if isinstance(url, _NoServer):
+        raise url
+    endpoint = f"{url}/aggregate_metrics"
+    try:
+        if servers.head_kind == NEMO_GYM:
+            return await _nemo_gym_metrics(servers.http, endpoint, files, agent, work_dir, timeout_s)
+        return await _environment_metrics(servers.http, endpoint, files, agent, library.agent_metrics, work_dir,
+                                          timeout_s)
+    except RequestFailed as exc:
+        if exc.failure_class == "connect":
+            raise _NoServer(f"nothing answers at {endpoint}") from None
+        raise
 
 
 def merge_shards(files: Sequence[Path], dest: Path) -> MergeStats:

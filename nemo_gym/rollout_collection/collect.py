@@ -15,7 +15,7 @@ from typing import TextIO
 from nemo_gym.compat.head_detect import NEMO_GYM
 from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
 from nemo_gym.http_client import HttpClient
-from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
+from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, headline_lines
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
@@ -277,6 +277,7 @@ async def _aggregate(config: RolloutCollectionConfig, summary: CollectionSummary
         return
     summary.aggregate_metrics_fpath = result.path
     summary.metric_summaries = result.summaries
+    summary.aggregation_error = result.skipped_message()
 
 
 def print_summary(summary: CollectionSummary) -> None:
@@ -290,10 +291,8 @@ def print_summary(summary: CollectionSummary) -> None:
     _say(f"rollouts: {summary.output_jsonl_fpath}")
     if summary.aggregate_metrics_fpath:
         _say(f"metrics: {summary.aggregate_metrics_fpath}")
-    for entry in summary.metric_summaries:
-        shown = entry.get("key_metrics") or entry.get("agent_metrics") or {}
-        metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
-        _say(f"  {entry['agent_ref']['name']}: {metrics or '(no key metrics)'}")
+    for line in headline_lines(summary.metric_summaries):
+        _say(line)
     if summary.failed:
         classes = ", ".join(f"{cls}: {n}" for cls, n in sorted(summary.failures_by_class.items()))
         _say(f"FAILED: {summary.failed} rollouts ({classes}); details in {summary.failures_jsonl_fpath}; "

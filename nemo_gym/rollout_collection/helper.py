@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from nemo_gym.config.global_settings import head_server
-from nemo_gym.errors import NemoGymError
+from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.http_client import HttpClient
-from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
+from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, headline_lines
 from nemo_gym.rollout_collection.collect import CollectionSummary, collect_rollouts
 from nemo_gym.rollout_collection.config import (
     RolloutAggregationConfig,
@@ -114,11 +114,17 @@ def _input_files(config: RolloutAggregationConfig) -> list[Path]:
     return files
 
 
+class EnvironmentMetricsSkipped(DownstreamError):
+    """No server answered for an environment's own metrics: everything else was written without them."""
+
+
 class RolloutAggregationHelper:
     """What ng_aggregate_rollouts does: merge shards and compute metrics over their union, in one pass."""
 
     async def run_from_config(self, config: RolloutAggregationConfig) -> Path:
-        """Returns the `<stem>_aggregate_metrics.json` path (the report is next to it)."""
+        """Returns the `<stem>_aggregate_metrics.json` path (the report is next to it). Raises
+        `EnvironmentMetricsSkipped`, after writing the merged rollouts, the library metrics and the report, when no
+        server answered for an environment's own metrics."""
         files = _input_files(config)
         _say(f"aggregating {len(files)} file(s): {', '.join(map(str, files))}")
         output = None
@@ -136,4 +142,9 @@ class RolloutAggregationHelper:
             failed = f"; {result.merged.failures} outstanding failures" if result.merged.failures else ""
             _say(f"merged {result.merged.rows} rollouts into {output}{dropped}{failed}")
         _say(f"metrics: {result.path}\nreport: {result.report_path}")
+        for line in headline_lines(result.summaries):
+            _say(line)
+        skipped = result.skipped_message()
+        if skipped:
+            raise EnvironmentMetricsSkipped(skipped)
         return result.path
