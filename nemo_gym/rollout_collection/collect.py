@@ -280,17 +280,30 @@ async def _aggregate(config: RolloutCollectionConfig, summary: CollectionSummary
     summary.aggregation_error = result.skipped_message()
 
 
-def print_summary(summary: CollectionSummary) -> None:
+def done_line(summary: CollectionSummary) -> str:
+    """`done: N rollouts collected in T s (...)`, then, where it is not all of them, what the output holds."""
     mean = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.4f}"
-    _say(f"done: {summary.succeeded} rollouts collected in {summary.elapsed_s:.1f} s "
-         f"({summary.rollouts_per_s:.1f}/s, mean reward {mean}); {summary.already_done} were already done; "
-         f"{summary.total} in this run")
+    line = (f"done: {summary.succeeded} rollouts collected in {summary.elapsed_s:.1f} s "
+            f"({summary.rollouts_per_s:.1f}/s, mean reward {mean})")
+    held = summary.already_done + summary.succeeded
+    if summary.already_done:
+        line += f"; {summary.already_done} were already in the output"
+    if summary.already_done or held != summary.total:
+        line += f"; the output holds {held} of this run's {summary.total} rollouts"
+    if summary.failed:
+        line += f"; {summary.failed} failed"
+    return line
+
+
+def print_summary(summary: CollectionSummary) -> None:
+    _say(done_line(summary))
     token_line = summary.tokens.summary_line(summary.elapsed_s)
     if token_line:
         _say(token_line)
     _say(f"rollouts: {summary.output_jsonl_fpath}")
     if summary.aggregate_metrics_fpath:
         _say(f"metrics: {summary.aggregate_metrics_fpath}")
+        _say(f"report: {report_path(summary.aggregate_metrics_fpath)}")
     for line in headline_lines(summary.metric_summaries):
         _say(line)
     if summary.failed:
