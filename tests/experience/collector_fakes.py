@@ -36,6 +36,10 @@ def master_config(prompts_per_step: int = 4, max_age: int = 2, **async_grpo: Any
 class ScriptedRolloutManager:
     """`run_rollout` sleeps `delay_s` and returns a record, unless the prompt's script says fail or hang.
 
+    The default delay is 0: `asyncio.sleep(0)` yields to the loop once, which no group timeout can interrupt (the
+    rollout resumes before any timer that fell due meanwhile), so however loaded the machine, only a scripted hang
+    times out. A positive delay is a sleep that a loaded machine may stretch past a timeout.
+
     Scripts are keyed by the prompt's `idx` and count its attempts over the manager's life: `fail_first` /
     `hang_first` misbehave on the first attempt only, `fail_always` / `hang_always` on every one. `kill()` makes
     every later call raise (a dead engine); `slow` maps idx -> its own delay. `gates` maps idx -> a condition on
@@ -43,7 +47,7 @@ class ScriptedRolloutManager:
     orders events by state instead of by latencies.
     """
 
-    def __init__(self, delay_s: float = 0.002, *, fail_always: Iterable[int] = (), fail_first: Iterable[int] = (),
+    def __init__(self, delay_s: float = 0.0, *, fail_always: Iterable[int] = (), fail_first: Iterable[int] = (),
                  hang_first: Iterable[int] = (), hang_always: Iterable[int] = (),
                  slow: Optional[dict[int, float]] = None, gates: Optional[dict[int, Callable[[], bool]]] = None) -> None:
         self.delay_s = delay_s
@@ -53,6 +57,7 @@ class ScriptedRolloutManager:
         self.gates = gates or {}
         self.attempts: Counter[int] = Counter()
         self.returned: Counter[int] = Counter()  # records handed back, per idx
+        self.running = 0  # calls started and not yet returned or raised
         self.dead = False
         self.hang_everything = False
 
@@ -60,6 +65,13 @@ class ScriptedRolloutManager:
         self.dead = True
 
     async def run_rollout(self, input_sample: DatumSpec) -> PromptGroupRecord:
+        self.running += 1
+        try:
+            return await self._run(input_sample)
+        finally:
+            self.running -= 1
+
+    async def _run(self, input_sample: DatumSpec) -> PromptGroupRecord:
         idx = input_sample["idx"]
         attempt = self.attempts[idx]
         self.attempts[idx] += 1
@@ -80,15 +92,15 @@ class ScriptedRolloutManager:
 
 
 # The simulated-trainer scenario: 30 prompts x 3 epochs, 4 prompts a step, max age 2; prompts 7 and 19 always
-# fail, 5 and 22 fail once, 3, 11 and 25 straggle once, 9 and 14 are slow.
+# fail, 5 and 22 fail once, 3, 11 and 25 straggle (hang) once. The healthy groups take no time, so the timeout count
+# is exact on any machine (see ScriptedRolloutManager).
 DATASET, EPOCHS, PROMPTS_PER_STEP, MAX_AGE = 30, 3, 4, 2
 ALWAYS_FAIL = frozenset({7, 19})
 SCENARIO_KNOBS = dict(max_epochs=EPOCHS, group_timeout_s=0.3, max_group_attempts=2)
 
 
 def scenario_manager() -> ScriptedRolloutManager:
-    return ScriptedRolloutManager(fail_always=ALWAYS_FAIL, fail_first={5, 22}, hang_first={3, 11, 25},
-                                  slow={9: 0.05, 14: 0.08})
+    return ScriptedRolloutManager(fail_always=ALWAYS_FAIL, fail_first={5, 22}, hang_first={3, 11, 25})
 
 
 @contextmanager

@@ -2,7 +2,6 @@
 (no thread left, a waiting trainer told why), metrics, and misuse that is refused."""
 
 import threading
-import time
 import types
 
 import pytest
@@ -13,6 +12,7 @@ from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
 from nemo_gym.experience.collector.rollout_runner import GroupRetrier, RolloutRunner
 from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
 from nemo_gym.experience.errors import (
+    CollectionTimeoutError,
     CollectorCheckpointError,
     CollectorDiedError,
     CollectorShutdownError,
@@ -107,30 +107,46 @@ def test_columnar_batched_data_dict_batches_are_collected() -> None:
         collector.shutdown()
 
 
-@pytest.mark.parametrize("in_flight", [False, True])
-def test_refit_waits_for_running_generations_unless_weights_update_in_flight(in_flight: bool) -> None:
-    # With in-flight updates the groups outlast the test (shutdown cancels them), so "still running" is certain.
-    manager = ScriptedRolloutManager(delay_s=60 if in_flight else 0.2)
-    with running_collector(manager, 40, in_flight_weight_updates=in_flight) as (collector, buffer):
-        assert wait_for(lambda: collector.get_metrics()["groups_in_flight"] > 0, 20)
-        collector.prepare_for_refit(timeout_s=5)
-        running = collector.get_metrics()["groups_in_flight"]
-        assert (running > 0) if in_flight else (running == 0)
+def test_refit_waits_for_running_generations() -> None:
+    held = threading.Event()
+    manager = ScriptedRolloutManager(gates={i: held.is_set for i in range(40)})
+    with running_collector(manager, 40) as (collector, _):
+        assert wait_for(lambda: manager.running == 8, 20), manager.running
+        with pytest.raises(CollectionTimeoutError, match="8 prompt group"):
+            collector.prepare_for_refit(timeout_s=0.1)  # the groups cannot finish before `held` is set
+        held.set()
+        collector.prepare_for_refit(timeout_s=20)
+        assert manager.running == 0 and sum(manager.returned.values()) == 8
+        collector.resume_after_refit()
+
+
+def test_with_in_flight_weight_updates_refit_does_not_wait() -> None:
+    manager = ScriptedRolloutManager(gates={i: lambda: False for i in range(40)})  # never finish; shutdown cancels
+    with running_collector(manager, 40, in_flight_weight_updates=True) as (collector, _):
+        assert wait_for(lambda: manager.running == 8, 20), manager.running
+        collector.prepare_for_refit(timeout_s=0.1)
+        assert manager.running == 8 and collector.get_metrics()["groups_in_flight"] == 8
         collector.resume_after_refit()
 
 
 def test_pause_stops_new_group_starts_until_resume() -> None:
-    manager = ScriptedRolloutManager(delay_s=0.01)
+    manager = ScriptedRolloutManager()
     with running_collector(manager, 400, prompts_per_step=2, max_age=1) as (collector, buffer):
         train_step(collector, buffer, 0, 2, 1)
         collector.pause()
-        collector.wait_for_pending_generations(timeout_s=5)
+        assert wait_for(lambda: collector.get_metrics()["groups_in_flight"] == 0, 20)
         attempts = sum(manager.attempts.values())
         collector.set_weight_version(5)  # plenty to do, but paused
-        time.sleep(0.1)
+        # Proof that the collector looked at its state while paused: evicted groups (aimed below step 5) are handed
+        # back, and it re-queues them in the same pass in which it would start groups.
+        held = buffer.size()
+        assert held >= 2 and buffer.sample(2, 5, 1) is None
+        assert wait_for(lambda: collector.get_metrics()["prompts_requeued"] == held, 20)
+        assert collector.get_metrics()["groups_in_flight"] == 0
         assert sum(manager.attempts.values()) == attempts
         collector.resume()
-        buffer.sample_blocking(2, 5, 1, timeout_s=5)
+        batch = buffer.sample_blocking(2, 5, 1, timeout_s=20)
+        assert {e.generation_weight_version for e in batch["entries"]} == {5}
 
 
 def test_in_flight_refit_invalidates_kv_caches_when_configured() -> None:

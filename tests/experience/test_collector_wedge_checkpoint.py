@@ -9,7 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,7 @@ from tests.experience.collector_fakes import (
     running_collector,
     train_step,
     train_until_exhausted,
+    wait_for,
 )
 from tests.helpers.stack import REPO_ROOT
 
@@ -58,21 +59,26 @@ def test_a_failed_write_raises_and_keeps_the_previous_checkpoint_whole(tmp_path,
 def test_a_checkpoint_taken_while_prompts_are_drawn_and_in_flight_skips_none(tmp_path) -> None:
     path = tmp_path / "collector.pt"
     trained = []
-    # Batches of 6 with 4 prompts a step: the dataloader's cursor is always ahead of what was generated.
-    with running_collector(ScriptedRolloutManager(delay_s=0.05), 30, batch_size=6, max_epochs=1,
+    # Batches of 6 with 4 prompts a step: the dataloader's cursor is always ahead of what was generated. In order,
+    # prompts 0-11 fill steps 0-2; the groups of steps 3 and 4 (12-19) are held until the checkpoint is written.
+    saved = threading.Event()
+    manager = ScriptedRolloutManager(gates={i: saved.is_set for i in range(12, 30)})
+    with running_collector(manager, 30, batch_size=6, max_epochs=1, shuffle=False,
                            in_flight_weight_updates=True) as (collector, buffer):
         for step in range(2):
-            trained += train_step(collector, buffer, step, 4, 2, timeout_s=5)
-        while not collector.get_metrics()["groups_in_flight"]:
-            time.sleep(0.001)
+            trained += train_step(collector, buffer, step, 4, 2, timeout_s=20)
+        assert wait_for(lambda: manager.running == 8, 20)
         collector.save_checkpoint(path)
+        saved.set()
         state = collector_checkpoint.read_checkpoint(path)
-        assert state["in_flight"] and state["source"]["dataloader"]["batches_yielded"] > 0
-        train_step(collector, buffer, 2, 4, 2, timeout_s=5)  # trained after the checkpoint: lost in the "crash"
+        assert [p.idx for p in state["in_flight"]] == list(range(12, 20))
+        assert state["source"]["dataloader"]["batches_yielded"] == 4  # 24 prompts drawn from the loader
+        assert [p.idx for p in state["source"]["pending"]] == [20, 21, 22, 23]
+        train_step(collector, buffer, 2, 4, 2, timeout_s=20)  # trained after the checkpoint: lost in the "crash"
 
-    with running_collector(ScriptedRolloutManager(), 30, batch_size=6, max_epochs=1, start_step=2,
+    with running_collector(ScriptedRolloutManager(), 30, batch_size=6, max_epochs=1, shuffle=False, start_step=2,
                            checkpoint=path) as (collector, buffer):
-        resumed, step = train_until_exhausted(collector, buffer, 2, 4, 2, timeout_s=5)
+        resumed, step = train_until_exhausted(collector, buffer, 2, 4, 2, timeout_s=20)
         trained += resumed
         assert step == 7
         assert buffer.count_by_target() == {7: 2}  # 30 prompts = 7 steps of 4 + 2 left for a last, partial one

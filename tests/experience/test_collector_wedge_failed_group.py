@@ -22,8 +22,10 @@ def test_permanently_failed_group_hole_is_refilled_with_the_next_prompt() -> Non
 
 
 def test_hole_in_the_current_step_is_gap_filled_at_the_current_version() -> None:
-    # Prompt 3 (aimed at step 1) fails only after the trainer has moved to version 1 and waits for step 1.
-    manager = ScriptedRolloutManager(fail_always={3}, slow={3: 0.3})
+    # In order, prompts 0-1 fill step 0 and 2-3 step 1, both on version 0; 4-5 (step 2) start only on version 1.
+    # Prompt 3 fails once 4 and 5 have returned, so after the trainer moved to version 1 and step 2 is full.
+    manager = ScriptedRolloutManager(fail_always={3})
+    manager.gates = {3: lambda: manager.returned[4] > 0 and manager.returned[5] > 0}
     with running_collector(manager, 20, prompts_per_step=2, max_age=1, shuffle=False, max_group_attempts=1,
                            max_concurrent_groups=4, in_flight_weight_updates=True) as (collector, buffer):
         train_step(collector, buffer, 0, 2, 1, timeout_s=5)

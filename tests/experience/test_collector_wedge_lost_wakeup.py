@@ -2,8 +2,6 @@
 then clears its wake event and waits: a set_weight_version landing in between is lost, the next target is never
 generated and the trainer waits forever. Here the wait is on state, so the update is always seen."""
 
-import time
-
 import pytest
 
 from tests.experience.collector_fakes import (
@@ -62,7 +60,8 @@ def test_a_version_set_during_a_pause_is_used_by_the_groups_started_after_resume
         train_step(collector, buffer, 0, 2, 1, timeout_s=5)
         collector.pause()
         collector.set_weight_version(2)
-        time.sleep(0.05)
+        # Nothing is generating while paused: the groups for step 3 can only start after resume.
+        assert wait_for(lambda: collector.get_metrics()["groups_in_flight"] == 0, 20)
         collector.resume()
         assert wait_for(lambda: buffer.count_by_target().get(3) == 2, 5)
         assert {v for v, t in zip(buffer.get_debug_info()["trajectory_versions"],

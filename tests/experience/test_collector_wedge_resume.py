@@ -2,11 +2,15 @@
 "fully generated" mark past it and went on to N+2, so step N+1 never got data. Here each target's need is
 recomputed from the restored groups."""
 
-import time
-
 import pytest
 
-from tests.experience.collector_fakes import ScriptedRolloutManager, no_thread_leak, running_collector, train_step
+from tests.experience.collector_fakes import (
+    ScriptedRolloutManager,
+    no_thread_leak,
+    running_collector,
+    train_step,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures(no_thread_leak.__name__)]
 
@@ -16,9 +20,7 @@ def test_resume_with_a_complete_batch_for_step_n_does_not_orphan_step_n_plus_1(t
     with running_collector(ScriptedRolloutManager(), 60, prompts_per_step=2, max_age=1) as (collector, buffer):
         for step in range(3):
             train_step(collector, buffer, step, 2, 1, timeout_s=5)
-        deadline = time.monotonic() + 5
-        while buffer.count_by_target().get(3, 0) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert wait_for(lambda: buffer.count_by_target().get(3, 0) == 2, 20)
         collector.pause()
         collector.wait_for_pending_generations(timeout_s=5)
         collector.save_checkpoint(checkpoint)

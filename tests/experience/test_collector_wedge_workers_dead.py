@@ -2,8 +2,6 @@
 for hours; here N failed attempts in a row (errors or straggler timeouts) stop collection and the trainer's
 waiting sample raises CollectorDiedError."""
 
-import time
-
 import pytest
 
 from nemo_gym.experience.errors import CollectorDiedError
@@ -17,11 +15,10 @@ def test_all_workers_failing_raise_collector_died_in_the_waiting_trainer() -> No
     with running_collector(manager, 100, max_consecutive_failures=4) as (collector, buffer):
         train_step(collector, buffer, 0, 4, 2, timeout_s=5)
         manager.kill()
-        started = time.monotonic()
+        # The stop reason, not the trainer's own timeout (CollectionTimeoutError), ends the wait.
         with pytest.raises(CollectorDiedError, match="4 prompt group attempts failed in a row.*engine is down"):
             for step in range(1, 10):
                 train_step(collector, buffer, step, 4, 2, timeout_s=20)
-        assert time.monotonic() - started < 5
         with pytest.raises(CollectorDiedError):
             collector.check_health()
 
