@@ -1,12 +1,16 @@
 """Direction (a): NeMo Gym 0.4.0's own `ng_collect_rollouts` against our `ng_run` stack, compared with our collector
-on the same stack (the native pairing), on NeMo Gym's example rows plus two of ours."""
+on the same stack (the native pairing), on NeMo Gym's example rows plus two of ours, and on each of our
+multiple_choice, instruction_following and judge environments."""
 
 from pathlib import Path
 
 import httpx
 import orjson
+import pytest
 
-from tests.collection.util import read_rows
+from nemo_gym.resources_servers.judge.tests.judge_stack import FAULTY
+from tests.collection.util import head_args, read_rows, run_cli
+from tests.compat.environment_rows import ENVIRONMENTS, agent_of, environment_stack, write_rows
 from tests.helpers.nemo_gym_reference import reference_collect
 from tests.compat.support import (REPEATS, SECRET, aggregate_entry, input_rows, our_collect, our_stack_config,
                                   rewards, seen_seed)
@@ -43,3 +47,31 @@ def test_nemo_gym_collector_runs_every_row_once_on_our_stack_with_native_rewards
     assert by_task == {task: sum(got[task, r] for r in range(REPEATS)) / REPEATS for task in range(n_tasks)}
     assert entry["key_metrics"]["mean/reward"] == aggregate_entry(native)["agent_metrics"]["mean/reward"]
     assert orjson.loads(theirs.read_bytes().splitlines()[0])["agent_ref"]["name"] == entry["agent_ref"]["name"]
+
+
+@pytest.mark.parametrize("environment", ENVIRONMENTS)
+def test_nemo_gym_collector_collects_from_each_new_environment_as_ours_does(tmp_path: Path, environment: str) -> None:
+    """multiple_choice, instruction_following and judge: NeMo Gym's collector gets the rewards ours gets, and the
+    judge's failed verifications land in its failures sidecar (its `_ng_failure_class`), not among its rewards."""
+    rows = write_rows(environment, tmp_path / "input.jsonl")
+    theirs, native = tmp_path / "theirs" / "rollouts.jsonl", tmp_path / "native" / "rollouts.jsonl"
+    agent = agent_of(environment)
+    with environment_stack(environment, tmp_path) as stack:
+        result = reference_collect(tmp_path, int(stack.head_url.rsplit(":", 1)[1]), rows, theirs,
+                                   f"+num_repeats={REPEATS}", agent=agent)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        ours = run_cli("collect", [*head_args(stack.head_url), f"+agent_name={agent}", f"+input_jsonl_fpath={rows}",
+                                   f"+output_jsonl_fpath={native}", f"+num_repeats={REPEATS}"], tmp_path)
+        assert ours.returncode in (0, 1), ours.stdout[-3000:] + ours.stderr[-3000:]
+
+    got = rewards(theirs)
+    assert got == rewards(native) and sorted(set(got.values())) == [0.0, 1.0]
+    their_failures = read_rows(theirs.with_name("rollouts_failures.jsonl")) if environment == "judge" else []
+    our_failures = read_rows(native.with_name("rollouts_failures.jsonl")) if environment == "judge" else []
+    assert {(r["_ng_task_index"], r["_ng_rollout_index"]) for r in their_failures} == {
+        (r["_ng_task_index"], r["_ng_rollout_index"]) for r in our_failures}
+    assert all(r["_ng_failure_class"] == "judge_error" and "reward" not in r for r in their_failures)
+    assert len(their_failures) == (len(FAULTY) * REPEATS if environment == "judge" else 0)
+    entry = orjson.loads(theirs.with_name("rollouts_aggregate_metrics.json").read_bytes())[0]
+    assert entry["agent_ref"]["name"] == agent
+    assert entry["agent_metrics"]["mean/reward"] == pytest.approx(sum(got.values()) / len(got))  # failures left out

@@ -167,12 +167,12 @@ def reference_stack(workdir: Path, model_base_url: str, timeout_s: float = 420.0
 
 
 def reference_collect(cwd: Path, head_port: int, input_path: Path, output_path: Path, *extra: str,
-                      timeout_s: float = 300.0) -> subprocess.CompletedProcess:
-    """NeMo Gym's own `ng_collect_rollouts` against the head server on `head_port`."""
+                      timeout_s: float = 300.0, agent: str = AGENT) -> subprocess.CompletedProcess:
+    """NeMo Gym's own `ng_collect_rollouts` against the head server on `head_port`, for the rows of `agent`."""
     site_packages()
     output_path.parent.mkdir(parents=True, exist_ok=True)  # NeMo Gym does not create it
     args = [str(NEMO_GYM_VENV / "bin" / "ng_collect_rollouts"), "+head_server.host=127.0.0.1",
-            f"+head_server.port={head_port}", f"+agent_name={AGENT}", f"+input_jsonl_fpath={input_path}",
+            f"+head_server.port={head_port}", f"+agent_name={agent}", f"+input_jsonl_fpath={input_path}",
             f"+output_jsonl_fpath={output_path}", "+upload_rollouts_to_wandb=false", *extra]
     tag = uuid.uuid4().hex
     try:
