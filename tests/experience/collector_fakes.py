@@ -13,7 +13,6 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 import pytest
 
-from nemo_gym.experience.collector.config import MasterConfig
 from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
 from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
 from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
@@ -25,7 +24,7 @@ def make_dataset(size: int) -> list[DatumSpec]:
     return [DatumSpec(message_log=[], extra_env_info={"answer": i}, task_name="fake", idx=i) for i in range(size)]
 
 
-def master_config(prompts_per_step: int = 4, max_age: int = 2, **async_grpo: Any) -> MasterConfig:
+def master_config(prompts_per_step: int = 4, max_age: int = 2, **async_grpo: Any) -> dict[str, Any]:
     return {
         "grpo": {"num_prompts_per_step": prompts_per_step, "num_generations_per_prompt": 2,
                  "async_grpo": {"max_trajectory_age_steps": max_age, **async_grpo}},

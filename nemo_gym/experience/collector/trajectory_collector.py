@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
 from nemo_gym.experience.collector.checkpoint import read_checkpoint, write_checkpoint
-from nemo_gym.experience.collector.config import MasterConfig, parse_master_config
+from nemo_gym.experience.collector.config import parse_master_config
 from nemo_gym.experience.collector.metrics import CollectorMetrics, FailedPromptGroup
 from nemo_gym.experience.collector.prompt_source import PendingPrompt, PromptSource, StatefulLoader
 from nemo_gym.experience.collector.replay_buffer import BufferedGroup, ReplayBuffer
@@ -64,15 +64,17 @@ class AsyncTrajectoryCollector:
     """Collects trajectories asynchronously and adds them to the replay buffer."""
 
     def __init__(self, policy_generation: Any, tokenizer: Any, task_to_env: Mapping[str, Any],
-                 master_config: MasterConfig, replay_buffer: ReplayBuffer, start_step: int = 0, *,
+                 master_config: Mapping[str, Any], replay_buffer: ReplayBuffer, start_step: int = 0, *,
                  rollout_manager: Optional[RolloutRunner] = None) -> None:
         self.config = parse_master_config(master_config)
-        if replay_buffer.max_size < self.config.min_buffer_size:
+        self._grpo = self.config.grpo
+        self._async = self.config.grpo.async_grpo
+        if replay_buffer.max_size < self._grpo.min_buffer_size:
             raise ValueError(
                 f"replay buffer max_size {replay_buffer.max_size} < num_prompts_per_step x "
-                f"(max_trajectory_age_steps + 1) = {self.config.min_buffer_size}: it could fill with later steps' "
+                f"(max_trajectory_age_steps + 1) = {self._grpo.min_buffer_size}: it could fill with later steps' "
                 f"groups while the trainer waits for the current one")
-        if self.config.recompute_kv_cache_after_weight_updates and not implements(policy_generation,
+        if self._async.recompute_kv_cache_after_weight_updates and not implements(policy_generation,
                                                                                   "invalidate_kv_cache"):
             raise ValueError("recompute_kv_cache_after_weight_updates needs a policy_generation with "
                              f"invalidate_kv_cache(); {type(policy_generation).__name__} has none")
@@ -87,16 +89,17 @@ class AsyncTrajectoryCollector:
 
             rollout_manager = RolloutManager(
                 tokenizer=tokenizer, task_to_env=task_to_env,
-                num_generations_per_prompt=self.config.num_generations_per_prompt,
-                max_seq_len=self.config.max_total_sequence_length,
-                max_rollout_turns=self.config.max_rollout_turns, policy_generation=policy_generation,
-                generation_config=dict(self.config.generation_config), use_nemo_gym=self.config.use_nemo_gym)
+                num_generations_per_prompt=self._grpo.num_generations_per_prompt,
+                max_seq_len=self.config.policy.max_total_sequence_length,
+                max_rollout_turns=self._grpo.max_rollout_turns, policy_generation=policy_generation,
+                generation_config=dict(self.config.policy.generation or {}),
+                use_nemo_gym=self.config.env.should_use_nemo_gym)
         elif not isinstance(rollout_manager, RolloutRunner):
             raise TypeError(f"rollout_manager needs an async run_rollout(datum): "
                             f"{type(rollout_manager).__name__} has none")
         # The group attempt is the one retry budget of this path (docs/architecture.md, "Retry budget").
         if isinstance(rollout_manager, GroupRetrier):
-            rollout_manager.retry_by_group(self.config.group_timeout_s)
+            rollout_manager.retry_by_group(self._async.group_timeout_s)
         self.rollout_manager = rollout_manager
 
         # One re-entrant lock guards all collector state; lock order is collector -> buffer, never the reverse.
@@ -129,7 +132,7 @@ class AsyncTrajectoryCollector:
         Example: generation_weight_version = 10, max_trajectory_age_steps = 4 -> [11, 12, 13, 14]. On the initial
         version it is [v0 … v0+A] so that step v0 has data too.
         """
-        age = self.config.max_trajectory_age_steps
+        age = self._async.max_trajectory_age_steps
         if generation_weight_version == self.initial_weight_version:
             return list(range(generation_weight_version, generation_weight_version + age + 1))
         return [generation_weight_version + i for i in range(1, age + 1)]
@@ -150,7 +153,7 @@ class AsyncTrajectoryCollector:
                 in_flight[slot.target_weight_version] = in_flight.get(slot.target_weight_version, 0) + 1
             candidates = sorted({generation_weight_version, *self._calculate_target_weights(generation_weight_version)})
             for target in candidates:
-                needed = self.config.num_prompts_per_step - buffered.get(target, 0) - in_flight.get(target, 0)
+                needed = self._grpo.num_prompts_per_step - buffered.get(target, 0) - in_flight.get(target, 0)
                 if target > sampled and needed > 0:
                     return target
             return None
@@ -165,7 +168,7 @@ class AsyncTrajectoryCollector:
         with self._cond:
             if self._thread is not None:
                 raise RuntimeError("start_collection was already called on this collector")
-            source = PromptSource(dataloader, self.config.max_epochs)
+            source = PromptSource(dataloader, self._grpo.epochs)
             if self._restored is not None:
                 source_state, requeue = self._restored
                 source.load_state_dict(source_state)
@@ -203,7 +206,7 @@ class AsyncTrajectoryCollector:
         the weights change under them.
         """
         self._set_flag("_refit_paused", True)
-        if not self.config.in_flight_weight_updates:
+        if not self._async.in_flight_weight_updates:
             self.wait_for_pending_generations(timeout_s)
 
     def resume_after_refit(self) -> None:
@@ -213,7 +216,7 @@ class AsyncTrajectoryCollector:
         and values (computed with the old weights), so running generations recompute theirs; if the backend says
         it could not, GenerationError is raised and the collector stays paused for the refit.
         """
-        if self.config.in_flight_weight_updates and self.config.recompute_kv_cache_after_weight_updates:
+        if self._async.in_flight_weight_updates and self._async.recompute_kv_cache_after_weight_updates:
             if not self.policy_generation.invalidate_kv_cache():
                 raise GenerationError(
                     f"{type(self.policy_generation).__name__}.invalidate_kv_cache() reported failure: running "
@@ -266,10 +269,10 @@ class AsyncTrajectoryCollector:
         self._stop(CollectorShutdownError("the collector was shut down"))
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(self.config.shutdown_grace_s + 5.0)
+            thread.join(self._async.shutdown_grace_s + 5.0)
             if thread.is_alive():
                 raise CollectorShutdownError(
-                    f"collector thread still running {self.config.shutdown_grace_s + 5.0}s after shutdown")
+                    f"collector thread still running {self._async.shutdown_grace_s + 5.0}s after shutdown")
 
     # ---- checkpoint ----------------------------------------------------------------------------------------
 
@@ -310,7 +313,7 @@ class AsyncTrajectoryCollector:
             if self._thread is not None:
                 raise CollectorCheckpointError("load a checkpoint before start_collection, not after")
             resume = self._weight_version
-            age = self.config.max_trajectory_age_steps
+            age = self._async.max_trajectory_age_steps
             keep: list[BufferedGroup] = []
             dropped: list[BufferedGroup] = list(state["buffer"]["evicted"])
             for entry in state["buffer"]["entries"]:
@@ -364,7 +367,7 @@ class AsyncTrajectoryCollector:
 
     def _start_ready_groups(self) -> None:
         assert self._source is not None and self._loop is not None
-        while not (self._manual_paused or self._refit_paused) and len(self._slots) < self.config.max_concurrent_groups:
+        while not (self._manual_paused or self._refit_paused) and len(self._slots) < self._grpo.concurrent_groups:
             target = self._get_next_target_for_generation(self._weight_version)
             if target is None:
                 return
@@ -386,7 +389,7 @@ class AsyncTrajectoryCollector:
         assert self._source is not None
         finished = self._source.exhausted and not self._source.has_queued() and not self._slots
         if finished and not self._exhausted_reported:
-            self.replay_buffer.fill_holes(self.config.num_prompts_per_step, self.config.max_trajectory_age_steps,
+            self.replay_buffer.fill_holes(self._grpo.num_prompts_per_step, self._async.max_trajectory_age_steps,
                                           current_weight_version=self._weight_version)
             self.replay_buffer.set_producer_stop(DataExhaustedError(
                 f"no more prompts: {self._source.exhausted_reason}; {len(self._failed)} prompt group(s) failed"))
@@ -397,7 +400,7 @@ class AsyncTrajectoryCollector:
     async def _run_prompt_group_worker(self, slot: _Slot) -> None:
         """Generate one prompt group and push it, or record the failed attempt."""
         started = time.monotonic()
-        timeout_s = self.config.group_timeout_s
+        timeout_s = self._async.group_timeout_s
         try:
             async with asyncio.timeout(timeout_s) as deadline:
                 # A copy: a rollout manager that extends the message log in place must not change what a retry,
@@ -449,13 +452,13 @@ class AsyncTrajectoryCollector:
             self._metrics.group_attempts_failed += 1
             self._metrics.group_timeouts += int(timed_out)
             assert self._source is not None
-            if prompt.attempts >= self.config.max_group_attempts:
+            if prompt.attempts >= self._async.max_group_attempts:
                 self._failed.append(FailedPromptGroup(prompt.epoch, prompt.idx, slot.target_weight_version,
                                                       prompt.attempts, f"{type(exc).__name__}: {exc}"))
                 self._metrics.groups_failed += 1
             else:
                 self._source.requeue([prompt])
-            if self._consecutive_failures >= self.config.max_consecutive_failures:
+            if self._consecutive_failures >= self._grpo.consecutive_failures_limit:
                 self._stop(CollectorDiedError(
                     f"{self._consecutive_failures} prompt group attempts failed in a row (generation engine "
                     f"down?); last: {type(exc).__name__}: {exc}"), exc)
@@ -478,7 +481,7 @@ class AsyncTrajectoryCollector:
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.wait(tasks, timeout=self.config.shutdown_grace_s)
+            await asyncio.wait(tasks, timeout=self._async.shutdown_grace_s)
 
     # ---- wake-ups ------------------------------------------------------------------------------------------
 
