@@ -263,6 +263,15 @@ class ReplayBuffer:
         with self._cond:
             return {e.target_weight_version for e in self._entries}
 
+    def get_trajectories_needed(self, target_step: int, num_prompts_per_step: int) -> int:
+        """Groups step `target_step` still lacks (0 once it can be sampled)."""
+        with self._cond:
+            return max(0, num_prompts_per_step - self._count_target_locked(target_step))
+
+    def has_complete_batch(self, target_step: int, num_prompts_per_step: int) -> bool:
+        """Whether step `target_step` holds its `num_prompts_per_step` groups (the reference trainer's start wait)."""
+        return self.get_trajectories_needed(target_step, num_prompts_per_step) == 0
+
     def get_debug_info(self) -> dict[str, Any]:
         with self._cond:
             return {
