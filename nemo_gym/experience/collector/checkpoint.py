@@ -18,7 +18,7 @@ from nemo_gym.experience.errors import CollectorCheckpointError
 CHECKPOINT_FORMAT = "nemo_gym.async_trajectory_collector/1"
 
 
-def write_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
+def write_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
     """Write `payload` to `path` via a temporary file in the same directory, fsync, then rename over `path`."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -39,7 +39,7 @@ def write_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
         raise CollectorCheckpointError(f"could not write collector checkpoint {path}: {exc}") from exc
 
 
-def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:

@@ -9,7 +9,7 @@ every prompt drawn but not yet trained, which is what makes a checkpoint lose no
 
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator, Optional, Protocol
+from typing import Any, Iterable, Iterator, Optional, Protocol, cast
 
 import torch
 
@@ -45,7 +45,7 @@ def batch_rows(batch: Any) -> list[DatumSpec]:
     """The DatumSpec rows of one dataloader batch: a BatchedDataDict (or plain dict) of columns, or a list."""
     if isinstance(batch, (BatchedDataDict, dict)):
         size = BatchedDataDict(batch).size
-        return [DatumSpec(**{key: _row(column, i) for key, column in batch.items()}) for i in range(size)]
+        return [cast(DatumSpec, {key: _row(column, i) for key, column in batch.items()}) for i in range(size)]
     if isinstance(batch, (list, tuple)):
         return list(batch)
     raise TypeError(f"a dataloader batch must be a BatchedDataDict, a dict of columns or a list, not {type(batch)}")

@@ -188,7 +188,8 @@ class ReplayBuffer:
 
     def _evict_locked(self, current: int, max_age_steps: int) -> int:
         min_valid = current - max_age_steps
-        keep, gone = [], []
+        keep: list[BufferedGroup] = []
+        gone: list[BufferedGroup] = []
         for entry in self._entries:
             too_old = entry.generation_weight_version < min_valid
             (gone if too_old or entry.target_weight_version < current else keep).append(entry)

@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, cast
 
 from nemo_gym.experience.collector.checkpoint import read_checkpoint, write_checkpoint
 from nemo_gym.experience.collector.config import parse_master_config
@@ -45,7 +45,7 @@ from nemo_gym.experience.errors import (
     GenerationError,
     GroupTimeoutError,
 )
-from nemo_gym.experience.generation.interfaces import implements
+from nemo_gym.experience.generation.interfaces import GenerationConfig, implements
 from nemo_gym.experience.interfaces import PromptGroupRecord
 
 
@@ -63,7 +63,7 @@ class _Slot:
 class AsyncTrajectoryCollector:
     """Collects trajectories asynchronously and adds them to the replay buffer."""
 
-    def __init__(self, policy_generation: Any, tokenizer: Any, task_to_env: Mapping[str, Any],
+    def __init__(self, policy_generation: Any, tokenizer: Any, task_to_env: dict[str, Any],
                  master_config: Mapping[str, Any], replay_buffer: ReplayBuffer, start_step: int = 0, *,
                  rollout_manager: Optional[RolloutRunner] = None) -> None:
         self.config = parse_master_config(master_config)
@@ -92,7 +92,7 @@ class AsyncTrajectoryCollector:
                 num_generations_per_prompt=self._grpo.num_generations_per_prompt,
                 max_seq_len=self.config.policy.max_total_sequence_length,
                 max_rollout_turns=self._grpo.max_rollout_turns, policy_generation=policy_generation,
-                generation_config=dict(self.config.policy.generation or {}),
+                generation_config=cast(GenerationConfig, dict(self.config.policy.generation or {})),
                 use_nemo_gym=self.config.env.should_use_nemo_gym)
         elif not isinstance(rollout_manager, RolloutRunner):
             raise TypeError(f"rollout_manager needs an async run_rollout(datum): "
@@ -120,8 +120,8 @@ class AsyncTrajectoryCollector:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._loop_thread_id: Optional[int] = None
         self._thread: Optional[threading.Thread] = None
-        self._changed: Optional[asyncio.Event] = None
-        self._tasks: set[asyncio.Task] = set()
+        self._changed = asyncio.Event()  # binds to the loop thread's loop on its first wait there
+        self._tasks: set[asyncio.Task[None]] = set()
         replay_buffer.add_listener(self._wake)
 
     # ---- planning ------------------------------------------------------------------------------------------
@@ -176,7 +176,6 @@ class AsyncTrajectoryCollector:
                 self._restored = None
             self._source = source
             self._loop = asyncio.new_event_loop()
-            self._changed = asyncio.Event()
             self._thread = threading.Thread(target=self._collection_loop, name="AsyncTrajectoryCollector",
                                             daemon=True)
             self._thread.start()
@@ -294,11 +293,11 @@ class AsyncTrajectoryCollector:
                 "metrics": replace(self._metrics),
             }
 
-    def save_checkpoint(self, path: str | os.PathLike) -> None:
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Write `state_dict()` atomically to `path` (see checkpoint.py)."""
         write_checkpoint(path, self.state_dict())
 
-    def load_checkpoint(self, path: str | os.PathLike) -> None:
+    def load_checkpoint(self, path: str | os.PathLike[str]) -> None:
         self.load_state_dict(read_checkpoint(path))
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -407,7 +406,7 @@ class AsyncTrajectoryCollector:
                 # a re-queue or a checkpoint sees as the prompt.
                 record = await self.rollout_manager.run_rollout(copy.deepcopy(slot.prompt.datum))
         except TimeoutError as exc:
-            if deadline.expired():
+            if deadline.expired() and timeout_s is not None:
                 self._on_attempt_failed(slot, GroupTimeoutError(slot.prompt.key, timeout_s), timed_out=True)
             else:
                 self._on_attempt_failed(slot, exc)
@@ -493,7 +492,6 @@ class AsyncTrajectoryCollector:
 
     def _bump(self) -> None:
         """Loop thread only: set the current wake event and replace it (never clear it)."""
-        assert self._changed is not None
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
