@@ -9,12 +9,7 @@ import pytest
 from nemo_gym.experience.collector.prompt_source import PendingPrompt
 from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
 from nemo_gym.experience.errors import DataExhaustedError
-from tests.experience.collector_fakes import (
-    ScriptedRolloutManager,
-    no_thread_leak,
-    running_collector,
-    train_until_exhausted,
-)
+from tests.experience.collector_fakes import ScriptedRolloutManager, no_thread_leak, running_collector
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures(no_thread_leak.__name__)]
 

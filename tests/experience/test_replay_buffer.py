@@ -1,7 +1,6 @@
 """ReplayBuffer: target filtering, FIFO, age eviction, capacity back-pressure, typed stop reasons, thread safety."""
 
 import threading
-import time
 
 import pytest
 
@@ -63,10 +62,9 @@ def test_blocking_sample_raises_the_producer_stop_reason_instead_of_waiting() ->
     buffer = ReplayBuffer(4)
     buffer.push_with_wait_signal("a", 0, 0)
     threading.Timer(0.1, buffer.set_producer_stop, [CollectorDiedError("engine gone")]).start()
-    started = time.monotonic()
+    # The stop reason, not the wait's own timeout (CollectionTimeoutError), ends the wait.
     with pytest.raises(CollectorDiedError, match="engine gone.*step 0 has 1/2"):
-        buffer.sample_blocking(2, 0, 1, timeout_s=10)
-    assert time.monotonic() - started < 5
+        buffer.sample_blocking(2, 0, 1, timeout_s=20)
     assert buffer.sample(1, 0, 1)["trajectories"] == ["a"]  # a step that can be served still is
 
 
