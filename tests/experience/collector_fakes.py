@@ -48,7 +48,8 @@ class ScriptedRolloutManager:
 
     def __init__(self, delay_s: float = 0.0, *, fail_always: Iterable[int] = (), fail_first: Iterable[int] = (),
                  hang_first: Iterable[int] = (), hang_always: Iterable[int] = (),
-                 slow: Optional[dict[int, float]] = None, gates: Optional[dict[int, Callable[[], bool]]] = None) -> None:
+                 slow: Optional[dict[int, float]] = None,
+                 gates: Optional[dict[int, Callable[[], bool]]] = None) -> None:
         self.delay_s = delay_s
         self.fail_always, self.fail_first = set(fail_always), set(fail_first)
         self.hang_first, self.hang_always = set(hang_first), set(hang_always)
