@@ -40,6 +40,7 @@ def _error_body(content: bytes) -> Any:
 
 def _transport_failure(exc: WireError, url: str) -> RequestFailed:
     """The failure class of a request that got no complete reply."""
+    kind: FailureClass
     if isinstance(exc, ConnectFailed):
         kind = "connect"  # refused, reset, or closed before the reply: a retry may reach a healthy server
     elif isinstance(exc, BadReply):
@@ -162,7 +163,7 @@ class HttpClient:
         status, raw = await self.request_raw(method, url, content, headers={**JSON_HEADERS, **headers} if headers
                                              else JSON_HEADERS, timeout_s=timeout_s)
         if status >= 400:
-            kind = "http_5xx" if status >= 500 else "http_4xx"
+            kind: FailureClass = "http_5xx" if status >= 500 else "http_4xx"
             body_out = _error_body(raw)
             raise RequestFailed(
                 kind, f"HTTP {status} from {url}: {str(body_out)[:300]}", url=url, status=status, body=body_out
@@ -197,8 +198,8 @@ def get_json_blocking(url: str, timeout_s: float = 5.0) -> Any:
     not JSON."""
     status, raw = get_blocking(url, timeout_s)
     if status >= 400:
-        raise RequestFailed("http_5xx" if status >= 500 else "http_4xx", f"HTTP {status} from {url}", url=url,
-                            status=status, body=_error_body(raw))
+        kind: FailureClass = "http_5xx" if status >= 500 else "http_4xx"
+        raise RequestFailed(kind, f"HTTP {status} from {url}", url=url, status=status, body=_error_body(raw))
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:

@@ -168,7 +168,8 @@ class _Connection(asyncio.Protocol):
         `timeout_s`: a streamed body the server stops taking, or a source that stops giving, fails it too."""
         if self.closed:  # closed by the server after it was picked (only a new one can be, before its first use)
             raise ConnectFailed("the server closed the connection before the request was sent")
-        reply = self._reply = self._loop.create_future()
+        reply: asyncio.Future[tuple[int, bytes]] = self._loop.create_future()
+        self._reply = reply
         deadline = self._loop.time() + timeout_s
         if body is not None and not isinstance(body, (bytes, bytearray)):
             try:

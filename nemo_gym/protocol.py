@@ -23,6 +23,12 @@ RETURN_TOKENS_PARAM = "return_token_id_information"
 MAX_TURNS_PARAM = "max_rollout_turns"
 MAX_SEQ_LEN_PARAM = "max_total_sequence_length"
 _OUR_PARAMS = frozenset({RETURN_TOKENS_PARAM, MAX_TURNS_PARAM, MAX_SEQ_LEN_PARAM})
+# How an agent's loop ended (ours), on the Responses object an agent returns for a rollout, NeMo RL's meanings:
+# "terminated" (the environment ended the episode: the model answered without tool calls, or a step said so),
+# "max_turns" (the turn limit stopped an episode that had not ended), "truncated" (a generation had no room left, or
+# was cut with tool calls pending, and nothing could follow it).
+ROLLOUT_END_FIELD = "rollout_end"
+TERMINATED, MAX_TURNS, TRUNCATED = "terminated", "max_turns", "truncated"
 
 # Create params that are converted below, or have no Chat Completions counterpart (vLLM would reject or misread
 # them). Every other key passes through to vLLM unchanged: seed, top_k, stop, repetition_penalty, ...
@@ -247,8 +253,13 @@ def token_info_from_chat(completion: dict[str, Any]) -> dict[str, Any]:
 
 def _response(output: list[dict[str, Any]], truncated: bool, completion: dict[str, Any],
               params: dict[str, Any]) -> dict[str, Any]:
-    """The Responses envelope around `output`; a `length` finish becomes `status: incomplete` so agents can tell
-    a cut-off answer from a finished one."""
+    """The Responses envelope around `output`; a `length` finish becomes `status: incomplete`, on the response and
+    on its items, so agents can tell a cut-off answer from a finished one, and a rollout's reader which of its
+    generations was cut."""
+    if truncated:
+        for item in output:
+            if "status" in item:
+                item["status"] = "incomplete"
     return {
         "id": new_id("resp"),
         "object": "response",

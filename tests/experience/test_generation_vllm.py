@@ -32,12 +32,17 @@ def config(**overrides: Any) -> dict[str, Any]:
             "temperature": 1.0, "top_p": 1.0, **overrides}
 
 
-def test_greedy_ids_and_logprobs_are_vllms_own(vllm_server: Any, tokenizer: Any) -> None:
-    prompt = chat_prompt(tokenizer, "What is 2+3?")
-    direct = httpx.post(f"{vllm_server.base_url}/completions", trust_env=False, timeout=120, json={
-        "model": MODEL_NAME, "prompt": prompt, "max_tokens": 12, "temperature": 0, "logprobs": 0,
+def direct_greedy(vllm_server: Any, prompt: list[int], max_tokens: int) -> dict[str, Any]:
+    """vLLM's own greedy answer to `prompt`, asked directly (no backend in between)."""
+    return httpx.post(f"{vllm_server.base_url}/completions", trust_env=False, timeout=120, json={
+        "model": MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "logprobs": 0,
         "return_token_ids": True,
     }).json()["choices"][0]
+
+
+def test_greedy_ids_and_logprobs_are_vllms_own(vllm_server: Any, tokenizer: Any) -> None:
+    prompt = chat_prompt(tokenizer, "What is 2+3?")
+    direct = direct_greedy(vllm_server, prompt, 12)
     data = make_batch([prompt], PAD)
     with VllmHttpGeneration(config(), vllm_server.base_url) as backend:
         out = backend.generate(data, greedy=True)
@@ -97,7 +102,8 @@ def test_generate_async_yields_every_index_once(vllm_server: Any, tokenizer: Any
 
 
 def test_sync_generate_works_inside_a_running_event_loop(vllm_server: Any, tokenizer: Any) -> None:
-    data = make_batch([chat_prompt(tokenizer, "What is 2+3?")], PAD)
+    prompt = chat_prompt(tokenizer, "What is 2+3?")
+    data = make_batch([prompt], PAD)
 
     async def call_sync(backend: VllmHttpGeneration) -> Any:
         asyncio.get_running_loop()  # we are inside a loop: asyncio.run() here would fail
@@ -105,14 +111,20 @@ def test_sync_generate_works_inside_a_running_event_loop(vllm_server: Any, token
 
     with VllmHttpGeneration(config(), vllm_server.base_url) as backend:
         out = asyncio.run(call_sync(backend))
-    assert int(out["generation_lengths"][0]) >= 1
+    ids, _ = generated_part(out, data, 0)
+    assert ids == direct_greedy(vllm_server, prompt, 12)["token_ids"]  # "2 + 3 = 5" and end-of-turn
+    assert tokenizer.decode(ids, skip_special_tokens=True).strip() == "2 + 3 = 5"
 
 
 def test_requests_spread_over_replicas(vllm_server: Any, tokenizer: Any) -> None:
-    data = make_batch([chat_prompt(tokenizer, "Say hi.")] * 4, PAD)
+    prompt = chat_prompt(tokenizer, "Say hi.")
+    data = make_batch([prompt] * 4, PAD)
     with CountingProxy(vllm_server.base_url) as first, CountingProxy(vllm_server.base_url) as second:
         with VllmHttpGeneration(config(max_new_tokens=4), [first.base_url, second.base_url]) as backend:
             out = backend.generate(data, greedy=True)
     assert (len(first.requests), len(second.requests)) == (2, 2)
     assert all(r["path"] == "/v1/completions" for r in first.requests + second.requests)
-    assert out["generation_lengths"].min() >= 1
+    expected = direct_greedy(vllm_server, prompt, 4)["token_ids"]
+    assert len(expected) == 4  # the greeting runs past 4 tokens: every row is cut there
+    assert [generated_part(out, data, row)[0] for row in range(4)] == [expected] * 4
+    assert out["truncated"].tolist() == [True] * 4

@@ -110,9 +110,13 @@ def test_group_token_ids_are_the_agents_response_items(stack: Stack, row: dict, 
         assert [m["token_ids"].tolist() for m in assistant] == [g["generation_token_ids"] for g in generations]
         for message, generation in zip(assistant, generations):
             assert message["generation_logprobs"].tolist() == pytest.approx(generation["generation_log_probs"])
-        # The whole log is the last generation's exact prompt plus that generation: one contiguous sequence.
+        # Up to its last generation the log is that generation's exact prompt plus the generation: one contiguous
+        # sequence. Then, as on the native path, the environment's answer to it, if it gave one.
         last = generations[-1]
-        assert flat_token_ids(completion.message_log).tolist() == last["prompt_token_ids"] + last["generation_token_ids"]
+        answered = "generation_token_ids" not in result["response"]["output"][-1]
+        up_to_last = completion.message_log[:-1] if answered else completion.message_log
+        assert flat_token_ids(up_to_last).tolist() == last["prompt_token_ids"] + last["generation_token_ids"]
+        assert completion.message_log[-1]["role"] == ("user" if answered else "assistant")
         assert completion.reward == result["reward"] and completion.logprobs_valid
     if agent == "number_guess_agent":
         assert max(len(_generations(r)) for r in helper.results) > 1, "the game should take several turns"

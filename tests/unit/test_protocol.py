@@ -162,6 +162,11 @@ def test_length_finish_is_incomplete() -> None:
     assert response["status"] == "incomplete"
     assert response["incomplete_details"] == {"reason": "max_output_tokens"}
     assert protocol.output_text(response) == "cut of"
+    # Its items too: an agent's rollout keeps every generation's items, and a reader tells the cut one by them.
+    assert [item["status"] for item in response["output"]] == ["incomplete"]
+    completion = {"choices": [{"text": "cut", "token_ids": [5], "finish_reason": "length",
+                               "logprobs": {"token_logprobs": [-0.5]}, "prompt_token_ids": [1]}]}
+    assert protocol.text_completion_to_response(completion, {"input": "x"})["output"][0]["status"] == "incomplete"
 
 
 def test_incomplete_response_is_empty_and_well_formed() -> None:

@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
 from nemo_gym.experience.errors import GenerationError, WeightUpdateError
-from nemo_gym.experience.generation.hf_decoding import Sampling, decode_batch
+from nemo_gym.experience.generation.hf_decoding import decode_batch
 from nemo_gym.experience.generation.interfaces import (
     GenerationConfig,
     GenerationDatumSpec,
@@ -35,6 +35,7 @@ from nemo_gym.experience.generation.samples import (
     require_config,
     sample_requests,
 )
+from nemo_gym.experience.generation.settings import sampling_of, stop_token_ids_of
 from nemo_gym.experience.generation.weights import copy_weights_into, read_weights
 
 OnFinished = Callable[[SampleRequest, GeneratedSample], None]
@@ -87,7 +88,7 @@ class HFGeneration(GenerationInterface):
         self.tokenizer = tokenizer
         self.eos_ids = frozenset(_as_id_set(tokenizer.eos_token_id)
                                  | _as_id_set(getattr(model.generation_config, "eos_token_id", None))
-                                 | _as_id_set(config.get("stop_token_ids")))
+                                 | set(stop_token_ids_of(config)))
         pad = next((p for p in (config.get("pad_token_id"), tokenizer.pad_token_id, tokenizer.eos_token_id)
                     if p is not None), None)
         if pad is None:
@@ -202,8 +203,7 @@ class HFGeneration(GenerationInterface):
                 cancelled: Optional[threading.Event] = None) -> None:
         if not requests:
             return
-        sampling = Sampling(greedy=greedy, temperature=float(self.config.get("temperature", 1.0)),
-                            top_p=float(self.config.get("top_p", 1.0)), top_k=self.config.get("top_k"))
+        sampling = sampling_of(self.config, greedy=greedy)
         with self._lock:
             if self.model is None:
                 raise RuntimeError("HFGeneration was shut down")

@@ -9,31 +9,21 @@ Log-probs are `log_softmax` of the raw logits, before temperature, top-k and top
 """
 
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 
 from nemo_gym.experience.generation.samples import GeneratedSample, SampleRequest
+from nemo_gym.experience.generation.settings import Sampling
 
 # Tokens decoded when looking for a stop string: every token decodes to at least one character except the pieces
 # of a multi-byte character, so a stop string of n characters lies within its last n + slack tokens.
 _STOP_WINDOW_SLACK = 8
 
 
-@dataclass(frozen=True)
-class Sampling:
-    """How the next token is chosen; greedy (or temperature 0) takes the most likely one."""
-
-    greedy: bool
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: Optional[int] = None
-
-
 def choose_tokens(logits: torch.Tensor, sampling: Sampling, generator: Optional[torch.Generator]) -> torch.Tensor:
     """One token per row of `logits` (B, V): temperature, then top-k, then top-p, then a draw (vLLM's order)."""
-    if sampling.greedy or sampling.temperature == 0:
+    if sampling.greedy:
         return logits.argmax(dim=-1)
     scores = logits / sampling.temperature
     if sampling.top_k is not None and 0 < sampling.top_k < scores.shape[-1]:

@@ -36,6 +36,7 @@ from nemo_gym.experience.generation.samples import (
     require_config,
     sample_requests,
 )
+from nemo_gym.experience.generation.settings import sampling_of, stop_fields, stop_token_ids_of
 from nemo_gym.experience.generation.vllm_refit import CONTROL_TIMEOUT_S, reload_replica, reset_replica_kv, server_root
 from nemo_gym.experience.generation.weight_versions import WeightVersionLog
 from nemo_gym.experience.generation.weights import check_weights_dir
@@ -277,23 +278,17 @@ class VllmHttpGeneration(GenerationInterface):
         return replace(_parse_choice(reply, url, request), weight_versions=versions)
 
     def _body(self, request: SampleRequest, greedy: bool) -> dict[str, Any]:
-        config = self.config
+        """The completions request of one sample, with the config's generation settings (settings.py)."""
         body: dict[str, Any] = {
-            "model": config["model_name"],
+            "model": self.config["model_name"],
             "prompt": request.prompt_ids,
             "max_tokens": request.max_new_tokens,
-            "temperature": 0.0 if greedy else config.get("temperature", 1.0),
-            "top_p": 1.0 if greedy else config.get("top_p", 1.0),
+            **sampling_of(self.config, greedy=greedy).request_fields(),
             "logprobs": 0,  # the chosen token's raw log-prob only (vLLM's default logprobs mode)
             "return_token_ids": True,
+            **stop_fields(request.stop_strings),
         }
-        top_k = config.get("top_k")
-        if not greedy and top_k is not None and top_k > 0:
-            body["top_k"] = top_k
-        if config.get("stop_token_ids"):
-            body["stop_token_ids"] = list(config["stop_token_ids"])
-        if request.stop_strings:
-            # Keeps the stop string in both text and token ids, so the ids a trainer sees match the text.
-            body["stop"] = request.stop_strings
-            body["include_stop_str_in_output"] = True
+        stop_token_ids = stop_token_ids_of(self.config)
+        if stop_token_ids:
+            body["stop_token_ids"] = stop_token_ids
         return body

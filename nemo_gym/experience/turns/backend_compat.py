@@ -25,6 +25,14 @@ def _cfg(backend: Any) -> Mapping[str, Any]:
     return cfg if isinstance(cfg, Mapping) else {}
 
 
+def backend_config(backend: Any) -> Optional[Mapping[str, Any]]:
+    """The GenerationConfig a backend generates with: ours keep it as `config`, NeMo RL's as `cfg`; None if neither."""
+    config = getattr(backend, "config", None)
+    if isinstance(config, Mapping):
+        return config
+    return _cfg(backend) or None
+
+
 def supports_async(backend: Any) -> bool:
     """Whether `backend.generate_async` streams (index, one-sample output) pairs: its own `supports_async`, else
     NeMo RL's rule (a `generate_async` method and `cfg.vllm_cfg.async_engine` set)."""
@@ -64,7 +72,7 @@ def pad_token_id_of(backend: Any, tokenizer: Any) -> int:
         f"tokenizer has no pad_token_id; set one of them (NeMo RL's get_tokenizer sets the tokenizer's)")
 
 
-def _inferred_truncated(outputs: BatchedDataDict, lengths: torch.Tensor, ends: torch.Tensor,
+def _inferred_truncated(outputs: BatchedDataDict[Any], lengths: torch.Tensor, ends: torch.Tensor,
                         allowed: Optional[torch.Tensor], backend: Any, tokenizer: Any) -> torch.Tensor:
     configured = _cfg(backend).get("max_new_tokens")
     eos = getattr(tokenizer, "eos_token_id", None)
@@ -77,8 +85,8 @@ def _inferred_truncated(outputs: BatchedDataDict, lengths: torch.Tensor, ends: t
     return torch.tensor(flags, dtype=torch.bool)
 
 
-def conform_outputs(outputs: BatchedDataDict, data: BatchedDataDict, backend: Any,
-                    tokenizer: Any) -> BatchedDataDict:
+def conform_outputs(outputs: BatchedDataDict[Any], data: BatchedDataDict[Any], backend: Any,
+                    tokenizer: Any) -> BatchedDataDict[Any]:
     """The backend's outputs with `truncated` present and no sample past its per-sample `max_new_tokens`.
 
     A backend that ignores the cap (NeMo RL's do: they only know `max_model_len`) has its extra tokens cut off —
@@ -105,6 +113,6 @@ def conform_outputs(outputs: BatchedDataDict, data: BatchedDataDict, backend: An
             ends = torch.where(over, ends - lengths + allowed.to(ends.dtype), ends)
             lengths = torch.where(over, allowed.to(lengths.dtype), lengths)
             truncated = truncated | over
-    conformed = BatchedDataDict(outputs)
+    conformed: BatchedDataDict[Any] = BatchedDataDict(outputs)
     conformed.update(generation_lengths=lengths, unpadded_sequence_lengths=ends, truncated=truncated)
     return conformed

@@ -6,7 +6,7 @@ the exact generated tokens (nemo_gym.chat_tokens), so no earlier token is ever r
 """
 
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -19,7 +19,7 @@ from nemo_gym.experience.interfaces import LLMMessageLogType
 CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
-def _chat_view(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+def _chat_view(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
@@ -35,9 +35,9 @@ class ChatTemplate:
 
     def decode(self, token_ids: Sequence[int] | torch.Tensor) -> str:
         ids = token_ids.tolist() if isinstance(token_ids, torch.Tensor) else list(token_ids)
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
-    def render(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> list[int]:
+    def render(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool) -> list[int]:
         text = self.tokenizer.apply_chat_template(
             _chat_view(messages), tokenize=False, add_generation_prompt=add_generation_prompt
         )
@@ -71,16 +71,20 @@ class ChatTemplate:
             start = end
         return log
 
-    def observation_ids(self, history: Sequence[dict[str, Any]], observation: dict[str, str]) -> list[int]:
+    def observation_ids(self, history: Sequence[Mapping[str, Any]], observation: dict[str, str]) -> list[int]:
         """Tokens of `observation` following `history`, whose last message is an assistant turn with the exact
         `token_ids` the model generated: the template's closing of that turn plus the new turn and the next
         generation prompt. A non-chat role is tokenized raw, as NeMo RL environments format it themselves."""
         if observation["role"] not in CHAT_ROLES:
             return self.encode(observation["content"])
+        return self.messages_ids(history, [observation])
+
+    def messages_ids(self, history: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """`observation_ids` of several chat messages at once (say, the outputs of two tool calls)."""
         generated = history[-1]["token_ids"]
         generated = generated.tolist() if isinstance(generated, torch.Tensor) else list(generated)
         before = self.render(history, add_generation_prompt=False)
-        after = self.render([*history, observation], add_generation_prompt=True)
+        after = self.render([*history, *messages], add_generation_prompt=True)
         try:
             return continuation_tokens(before, after, generated, self.assistant_closing)
         except TemplateSpliceError as exc:

@@ -27,7 +27,7 @@ def message_log_length(message_log: LLMMessageLogType) -> int:
 
 def batched_message_log_to_flat_message(
     message_log_batch: Sequence[LLMMessageLogType], pad_token_id: int
-) -> tuple[BatchedDataDict, torch.Tensor]:
+) -> tuple[BatchedDataDict[Any], torch.Tensor]:
     """Right-padded token ids (B, max length) of every conversation, and each one's length."""
     flats = [flat_token_ids(log) for log in message_log_batch]
     lengths = torch.tensor([len(f) for f in flats], dtype=torch.long)

@@ -2,9 +2,28 @@
 way across batches or prompt groups."""
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
+
+
+class RolloutCounts(Protocol):
+    """What the metrics read of one completion: CompletionCounts, or a turn loop's own progress record."""
+
+    @property
+    def turns(self) -> int: ...
+    @property
+    def assistant_tokens(self) -> int: ...
+    @property
+    def env_tokens(self) -> int: ...
+    @property
+    def terminated(self) -> bool: ...
+    @property
+    def truncated(self) -> bool: ...
+    @property
+    def max_turns_reached(self) -> bool: ...
+    @property
+    def total_reward(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -21,7 +40,7 @@ class CompletionCounts:
     total_reward: float
 
 
-def batch_rollout_metrics(samples: Sequence[CompletionCounts]) -> dict[str, Any]:
+def batch_rollout_metrics(samples: Sequence[RolloutCounts]) -> dict[str, Any]:
     """Rollout metrics over a batch of B completions."""
     n = len(samples)
     if n == 0:

@@ -13,7 +13,8 @@ a typed error naming the sample, turn and stage; no partial sample is ever retur
 An episode ends when its environment says terminated, when nothing more fits under `max_seq_len`, or after
 `max_rollout_turns`. A turn cut by max_new_tokens marks the sample `truncated` but does not end it (NeMo RL's
 run_multi_turn_rollout does the same; its per-sample loop ends there, NVIDIA-NeMo/RL issue 3851):
-`end_on_truncated_turn=True` ends it. Environments may be NeMo RL's Ray actors and backends may follow NeMo RL's
+`end_on_truncated_turn=True` ends it. `limits` (turns/generation_limits.py) adds a generation config's cap and stop
+strings to every request. Environments may be NeMo RL's Ray actors and backends may follow NeMo RL's
 GenerationInterface without our extras (environments/calling.py, backend_compat.py).
 """
 
@@ -21,7 +22,7 @@ import asyncio
 import copy
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
@@ -35,9 +36,11 @@ from nemo_gym.experience.errors import (
     UnsupportedBackendError,
 )
 from nemo_gym.experience.generation.interfaces import GenerationInterface, GenerationOutputSpec
+from nemo_gym.experience.generation.samples import merge_stop_strings
 from nemo_gym.experience.interfaces import DatumSpec, LLMMessage, LLMMessageLogType
 from nemo_gym.experience.turns.backend_compat import conform_outputs, pad_token_id_of, require_async_backend
 from nemo_gym.experience.turns.chat_template import ChatTemplate
+from nemo_gym.experience.turns.generation_limits import NO_LIMITS, GenerationLimits
 from nemo_gym.experience.turns.message_log import batched_message_log_to_flat_message, chat_view, message_log_length
 from nemo_gym.experience.turns.rollout_metrics import batch_rollout_metrics
 from nemo_gym.sync_bridge import run_sync
@@ -85,33 +88,34 @@ def _append_generations(
 
 def generate_responses(
     policy_generation: GenerationInterface,
-    generation_input_data: BatchedDataDict,
+    generation_input_data: BatchedDataDict[Any],
     batch: BatchedDataDict[DatumSpec],
     tokenizer: Any,
     input_lengths: torch.Tensor,
     include_logprobs: bool = True,
     greedy: bool = False,
 ) -> tuple[BatchedDataDict[DatumSpec], list[torch.Tensor], dict[str, Any]]:
-    """Generate one turn for every sample of `batch` and append it to the sample's message log."""
+    """Generate one turn for every sample of `batch` (with its stop strings) and append it to the sample's message
+    log."""
+    generation_input_data["stop_strings"] = _stop_strings(batch)
     batch, generated_ids, metrics, _ = _generate_turn(
         policy_generation, generation_input_data, batch, tokenizer, input_lengths, include_logprobs, greedy)
     return batch, generated_ids, metrics
 
 
-def _generate_turn(policy_generation: GenerationInterface, generation_input_data: BatchedDataDict,
+def _generate_turn(policy_generation: GenerationInterface, generation_input_data: BatchedDataDict[Any],
                    batch: BatchedDataDict[DatumSpec], tokenizer: Any, input_lengths: torch.Tensor,
                    include_logprobs: bool, greedy: bool
                    ) -> tuple[BatchedDataDict[DatumSpec], list[torch.Tensor], dict[str, Any], torch.Tensor]:
-    generation_input_data["stop_strings"] = _stop_strings(batch)
     outputs = policy_generation.generate(generation_input_data, greedy=greedy)
     outputs = conform_outputs(outputs, generation_input_data, policy_generation, tokenizer)
     generated_ids, metrics = _append_generations(outputs, batch, tokenizer, input_lengths, include_logprobs)
     return batch, generated_ids, metrics, outputs["truncated"]
 
 
-async def _collect_async_outputs(policy_generation: GenerationInterface, generation_input_data: BatchedDataDict,
+async def _collect_async_outputs(policy_generation: GenerationInterface, generation_input_data: BatchedDataDict[Any],
                                  greedy: bool, tokenizer: Any) -> BatchedDataDict[GenerationOutputSpec]:
-    by_index: dict[int, BatchedDataDict] = {}
+    by_index: dict[int, BatchedDataDict[Any]] = {}
     async for index, output in policy_generation.generate_async(generation_input_data, greedy=greedy):
         by_index[index] = output
     missing = set(range(generation_input_data.size)) - set(by_index)
@@ -125,7 +129,7 @@ async def _collect_async_outputs(policy_generation: GenerationInterface, generat
 
 async def generate_responses_async(
     policy_generation: GenerationInterface,
-    generation_input_data: BatchedDataDict,
+    generation_input_data: BatchedDataDict[Any],
     batch: BatchedDataDict[DatumSpec],
     tokenizer: Any,
     input_lengths: torch.Tensor,
@@ -134,17 +138,17 @@ async def generate_responses_async(
 ) -> tuple[BatchedDataDict[DatumSpec], list[torch.Tensor], dict[str, Any]]:
     """`generate_responses` through the backend's streaming path: outputs are gathered as samples finish, put
     back in batch order, then appended the same way."""
+    generation_input_data["stop_strings"] = _stop_strings(batch)
     batch, generated_ids, metrics, _ = await _generate_turn_async(
         policy_generation, generation_input_data, batch, tokenizer, input_lengths, include_logprobs, greedy)
     return batch, generated_ids, metrics
 
 
-async def _generate_turn_async(policy_generation: GenerationInterface, generation_input_data: BatchedDataDict,
+async def _generate_turn_async(policy_generation: GenerationInterface, generation_input_data: BatchedDataDict[Any],
                                batch: BatchedDataDict[DatumSpec], tokenizer: Any, input_lengths: torch.Tensor,
                                include_logprobs: bool, greedy: bool
                                ) -> tuple[BatchedDataDict[DatumSpec], list[torch.Tensor], dict[str, Any], torch.Tensor]:
     require_async_backend(policy_generation)
-    generation_input_data["stop_strings"] = _stop_strings(batch)
     outputs = await _collect_async_outputs(policy_generation, generation_input_data, greedy, tokenizer)
     outputs = conform_outputs(outputs, generation_input_data, policy_generation, tokenizer)
     generated_ids, metrics = _append_generations(outputs, batch, tokenizer, input_lengths, include_logprobs)
@@ -152,13 +156,16 @@ async def _generate_turn_async(policy_generation: GenerationInterface, generatio
 
 
 def _generation_input(message_logs: Sequence[LLMMessageLogType], stop_strings: Sequence[Optional[list[str]]],
-                      pad_token_id: int, max_seq_len: int) -> tuple[BatchedDataDict, torch.Tensor]:
+                      pad_token_id: int, max_seq_len: int, limits: GenerationLimits
+                      ) -> tuple[BatchedDataDict[Any], torch.Tensor]:
+    """The batch to generate from: each sample capped to the room left under max_seq_len (and `limits`), with its
+    own stop strings after those of `limits`."""
     flat, input_lengths = batched_message_log_to_flat_message(message_logs, pad_token_id)
-    data = BatchedDataDict(
+    data: BatchedDataDict[Any] = BatchedDataDict(
         input_ids=flat["token_ids"],
         input_lengths=input_lengths,
-        stop_strings=list(stop_strings),
-        max_new_tokens=(max_seq_len - input_lengths).clamp(min=0),
+        stop_strings=[merge_stop_strings(limits.stop_strings, own) or None for own in stop_strings],
+        max_new_tokens=(max_seq_len - input_lengths).clamp(min=0, max=limits.max_new_tokens),
     )
     return data, input_lengths
 
@@ -166,7 +173,7 @@ def _generation_input(message_logs: Sequence[LLMMessageLogType], stop_strings: S
 # ---- environments --------------------------------------------------------------------------------------------
 
 
-async def _step(env: Any, task_name: str, logs: list, metadata: list) -> EnvironmentReturn:
+async def _step(env: Any, task_name: str, logs: list[Any], metadata: list[Any]) -> EnvironmentReturn:
     """One environment's step (ours, a coroutine or plain function, or a Ray actor handle: environments/calling.py)."""
     where = f"environment of task '{task_name}' ({type(env).__name__})"
     try:
@@ -196,10 +203,10 @@ async def calculate_rewards_async(batch: BatchedDataDict[DatumSpec],
         for name in names
     ))
     size = batch.size
-    observations: list = [None] * size
-    metadata: list = [None] * size
-    stop_strings: list = [None] * size
-    answers: list = [None] * size
+    observations: list[Any] = [None] * size
+    metadata: list[Any] = [None] * size
+    stop_strings: list[Any] = [None] * size
+    answers: list[Any] = [None] * size
     rewards = torch.zeros(size, dtype=torch.float32)
     terminateds = torch.zeros(size, dtype=torch.bool)
     for name, result in zip(names, returns):
@@ -207,7 +214,7 @@ async def calculate_rewards_async(batch: BatchedDataDict[DatumSpec],
             observations[i] = result.observations[j]
             metadata[i] = result.metadata[j]
             stop_strings[i] = result.next_stop_strings[j]
-            answers[i] = result.answers[j]
+            answers[i] = None if result.answers is None else result.answers[j]
             rewards[i] = float(result.rewards[j])
             terminateds[i] = bool(result.terminateds[j])
     return EnvironmentReturn(observations, metadata, stop_strings, rewards, terminateds, answers)
@@ -285,7 +292,7 @@ def _sample_metrics(progress: _SampleProgress, message_log: LLMMessageLogType) -
     }
 
 
-def _finish_batch(batch: BatchedDataDict[DatumSpec], progresses: Sequence[_SampleProgress]) -> BatchedDataDict:
+def _finish_batch(batch: BatchedDataDict[DatumSpec], progresses: Sequence[_SampleProgress]) -> BatchedDataDict[Any]:
     batch["total_reward"] = torch.tensor([p.total_reward for p in progresses], dtype=torch.float32)
     batch["truncated"] = torch.tensor([p.truncated for p in progresses], dtype=torch.bool)
     return batch
@@ -293,6 +300,7 @@ def _finish_batch(batch: BatchedDataDict[DatumSpec], progresses: Sequence[_Sampl
 
 def _as_batch(input_batch: BatchedDataDict[DatumSpec] | Sequence[DatumSpec]) -> BatchedDataDict[DatumSpec]:
     """A private deep copy, so a rollout never changes the caller's batch."""
+    batch: BatchedDataDict[DatumSpec]
     if isinstance(input_batch, BatchedDataDict):
         batch = BatchedDataDict(copy.deepcopy(dict(input_batch)))
     else:
@@ -317,6 +325,7 @@ def run_multi_turn_rollout(
     greedy: bool = False,
     *,
     end_on_truncated_turn: bool = False,
+    limits: GenerationLimits = NO_LIMITS,
 ) -> tuple[BatchedDataDict[DatumSpec], dict[str, Any]]:
     """Run every sample turn by turn, all still-active samples in one generation call per turn.
 
@@ -332,7 +341,7 @@ def run_multi_turn_rollout(
             break
         active_batch = batch.select_indices(active)  # rows are the same message-log objects as in `batch`
         data, input_lengths = _generation_input(active_batch["message_log"], active_batch["stop_strings"],
-                                                pad_token_id_of(policy_generation, tokenizer), max_seq_len)
+                                                pad_token_id_of(policy_generation, tokenizer), max_seq_len, limits)
         _, _, _, truncated = _generate_turn(policy_generation, data, active_batch, tokenizer, input_lengths,
                                             include_logprobs=True, greedy=greedy)
         env_return = calculate_rewards(active_batch, task_to_env)
@@ -353,11 +362,12 @@ def run_multi_turn_rollout(
 
 
 async def _generate_one(policy_generation: GenerationInterface, sample: dict[str, Any], tokenizer: Any,
-                        max_seq_len: int, greedy: bool) -> bool:
+                        max_seq_len: int, greedy: bool, limits: GenerationLimits) -> bool:
     """Generate one turn for one sample; returns whether the generation was truncated."""
-    one = BatchedDataDict(message_log=[sample["message_log"]], stop_strings=[sample.get("stop_strings")])
+    one: BatchedDataDict[Any] = BatchedDataDict(message_log=[sample["message_log"]],
+                                                stop_strings=[sample.get("stop_strings")])
     data, input_lengths = _generation_input(one["message_log"], one["stop_strings"],
-                                            pad_token_id_of(policy_generation, tokenizer), max_seq_len)
+                                            pad_token_id_of(policy_generation, tokenizer), max_seq_len, limits)
     _, _, _, truncated = await _generate_turn_async(policy_generation, data, one, tokenizer, input_lengths,
                                                     include_logprobs=True, greedy=greedy)
     return bool(truncated[0])
@@ -365,7 +375,7 @@ async def _generate_one(policy_generation: GenerationInterface, sample: dict[str
 
 async def run_sample_multi_turn_rollout(
     sample_idx: int,
-    initial_sample_state: DatumSpec,
+    initial_sample_state: Mapping[str, Any],
     policy_generation: GenerationInterface,
     tokenizer: Any,
     task_to_env: dict[str, EnvironmentInterface],
@@ -374,6 +384,7 @@ async def run_sample_multi_turn_rollout(
     greedy: bool = False,
     *,
     end_on_truncated_turn: bool = False,
+    limits: GenerationLimits = NO_LIMITS,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One sample's own turn loop: one generation request per turn, its environment stepped alone.
 
@@ -387,11 +398,12 @@ async def run_sample_multi_turn_rollout(
     progress = _SampleProgress()
     for turn in range(max_rollout_turns):
         try:
-            truncated = await _generate_one(policy_generation, sample, tokenizer, max_seq_len, greedy)
+            truncated = await _generate_one(policy_generation, sample, tokenizer, max_seq_len, greedy, limits)
         except Exception as exc:
             raise SampleRolloutError(sample_idx, "generation", turn, exc) from exc
-        one = BatchedDataDict(message_log=[sample["message_log"]], extra_env_info=[sample.get("extra_env_info")],
-                              task_name=[sample["task_name"]])
+        one: BatchedDataDict[Any] = BatchedDataDict(message_log=[sample["message_log"]],
+                                                    extra_env_info=[sample.get("extra_env_info")],
+                                                    task_name=[sample["task_name"]])
         try:
             env_return = await calculate_rewards_async(one, task_to_env)
             _apply_env_turn(sample, progress, template, max_seq_len, truncated, env_return.observations[0],
@@ -418,6 +430,7 @@ async def run_samples_concurrently(
     greedy: bool = False,
     *,
     end_on_truncated_turn: bool = False,
+    limits: GenerationLimits = NO_LIMITS,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every sample's `run_sample_multi_turn_rollout` at once; the first failure cancels the rest and is raised."""
     require_async_backend(policy_generation)
@@ -427,7 +440,7 @@ async def run_samples_concurrently(
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(run_sample_multi_turn_rollout(
                 i, sample, policy_generation, tokenizer, task_to_env, max_seq_len, max_rollout_turns, greedy,
-                end_on_truncated_turn=end_on_truncated_turn))
+                end_on_truncated_turn=end_on_truncated_turn, limits=limits))
                 for i, sample in enumerate(samples)]
     except* SampleRolloutError as failures:
         first = failures.exceptions[0]
@@ -446,15 +459,16 @@ def run_async_multi_turn_rollout(
     greedy: bool = False,
     *,
     end_on_truncated_turn: bool = False,
+    limits: GenerationLimits = NO_LIMITS,
 ) -> tuple[BatchedDataDict[DatumSpec], dict[str, Any]]:
     """Run each sample's turn loop concurrently (`run_sample_multi_turn_rollout`) and return the batch in input
     order with the batched metric keys plus `mean_total_reward`, `max_total_reward`, `min_total_reward`."""
     samples, sample_metrics = run_sync(run_samples_concurrently(
         policy_generation, input_batch, tokenizer, task_to_env, max_seq_len, max_rollout_turns, greedy,
-        end_on_truncated_turn=end_on_truncated_turn))
+        end_on_truncated_turn=end_on_truncated_turn, limits=limits))
     keys = list(samples[0]) if samples else []
-    batch = BatchedDataDict({key: [s[key] for s in samples] for key in keys if key not in ("total_reward",
-                                                                                             "truncated")})
+    batch: BatchedDataDict[DatumSpec] = BatchedDataDict(
+        {key: [s[key] for s in samples] for key in keys if key not in ("total_reward", "truncated")})
     progresses = [_progress_from(m) for m in sample_metrics]
     return _finish_batch(batch, progresses), batch_rollout_metrics(progresses)
 

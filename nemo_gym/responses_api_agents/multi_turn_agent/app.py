@@ -7,7 +7,8 @@ to the resources server's `POST /step` (see `nemo_gym.resources_servers.turn_bas
 conversation as a user message. The loop stops when the environment says the episode terminated, when the prompt no
 longer fits the model's context or the request's `max_total_sequence_length` (an incomplete response with no
 output), or after `max_turns` model turns (fewer if the request's `max_rollout_turns` says so); then `/verify` gets
-the response whose `output` holds every item of the rollout in order.
+the response whose `output` holds every item of the rollout in order, and whose `rollout_end` says which of the
+three ended it (protocol.ROLLOUT_END_FIELD: terminated, truncated, max_turns).
 
 An answer cut by `max_output_tokens` is still a move: the environment judges what the model wrote (as NeMo RL's
 multi-turn rollouts do); only a full context ends the rollout early.
@@ -20,7 +21,7 @@ from typing import Any
 
 from pydantic import Field
 
-from nemo_gym.protocol import output_text
+from nemo_gym.protocol import MAX_TURNS, ROLLOUT_END_FIELD, TERMINATED, TRUNCATED, output_text
 from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items, turn_limit
 from nemo_gym.server.base import HandlerError
 
@@ -62,13 +63,16 @@ class MultiTurnAgent(AgentServer):
         items = input_items(params)
         outputs: list[dict[str, Any]] = []
         response: dict[str, Any] = {}
+        end = MAX_TURNS
         for _ in range(turn_limit(params, self.max_turns)):
             response = await self.call_model({**params, "input": items + outputs}, session_id)
             if _context_full(response):
+                end = TRUNCATED
                 break
             outputs.extend(response["output"])
             step = await self._step(output_text(response), session_id)
             outputs.append(user_message(step["observation"]))
             if step["terminated"]:
+                end = TERMINATED
                 break
-        return {**response, "output": outputs}
+        return {**response, "output": outputs, ROLLOUT_END_FIELD: end}

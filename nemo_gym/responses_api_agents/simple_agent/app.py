@@ -10,7 +10,14 @@ import orjson
 from pydantic import Field
 
 from nemo_gym.http_client import RequestFailed
-from nemo_gym.protocol import function_call_output, function_calls
+from nemo_gym.protocol import (
+    MAX_TURNS,
+    ROLLOUT_END_FIELD,
+    TERMINATED,
+    TRUNCATED,
+    function_call_output,
+    function_calls,
+)
 from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items, turn_limit
 
 DEFAULT_MAX_STEPS = 10
@@ -74,21 +81,24 @@ class SimpleAgent(AgentServer):
     async def run_loop(self, params: dict[str, Any], session_id: str) -> dict[str, Any]:
         """Call the model, run its tool calls, repeat until it answers without calls, stops early or `max_steps`.
 
-        Returns the last response with `output` = every output item of the rollout, tool outputs included, and
-        `usage` = the tokens of all its model calls.
+        Returns the last response with `output` = every output item of the rollout, tool outputs included, `usage` =
+        the tokens of all its model calls, and how the loop ended (protocol.ROLLOUT_END_FIELD): terminated by an
+        answer without calls, truncated by a cut answer with calls pending, or max_turns.
         """
         items = input_items(params)
         allowed = _declared_tools(params)
         outputs: list[dict[str, Any]] = []
         response: dict[str, Any] = {}
         usage = None
+        end = MAX_TURNS
         for _ in range(turn_limit(params, self.max_steps)):
             response = await self.call_model({**params, "input": items + outputs}, session_id)
             usage = _summed_usage(usage, response.get("usage"))
             outputs.extend(response["output"])
             calls = function_calls(response)
             if not calls or response.get("status") == "incomplete":
+                end = TRUNCATED if calls else TERMINATED
                 break
             for call in calls:
                 outputs.append(await self._call_tool(call, allowed, session_id))
-        return {**response, "output": outputs, "usage": usage}
+        return {**response, "output": outputs, "usage": usage, ROLLOUT_END_FIELD: end}

@@ -64,6 +64,7 @@ def test_bisecting_model_solves_every_game(stack: Stack) -> None:
         assert _roles(result) == ["assistant", "user"] * turns
         output = result["response"]["output"]
         assert _text(output[-1]) == f"Correct! The number was {row['secret']}."
+        assert result["response"]["rollout_end"] == "terminated"
         assert all(_text(item) in ("Higher.", "Lower.") for item in output[1:-1:2])
 
 
@@ -81,6 +82,7 @@ def test_max_turns_ends_a_game_nobody_solves(stack: Stack) -> None:
     assert (result["reward"], result["solved"], result["turns"]) == (0.0, False, MAX_TURNS)
     assert result["invalid_guesses"] == MAX_TURNS
     assert _roles(result) == ["assistant", "user"] * MAX_TURNS
+    assert result["response"]["rollout_end"] == "max_turns"
 
 
 def test_a_full_context_ends_the_rollout(stack: Stack) -> None:
@@ -89,6 +91,7 @@ def test_a_full_context_ends_the_rollout(stack: Stack) -> None:
     result = _run(stack, _with_mode(row, "context_full")).json()
     assert result["turns"] == 1 and _roles(result) == ["assistant", "user"]
     assert result["response"]["status"] == "incomplete" and result["reward"] == 0.0
+    assert result["response"]["rollout_end"] == "truncated"
 
 
 def test_an_answer_cut_by_max_output_tokens_is_still_a_move(stack: Stack) -> None:

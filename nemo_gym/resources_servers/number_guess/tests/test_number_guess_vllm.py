@@ -78,7 +78,8 @@ def test_token_ids_come_back_on_every_assistant_item(stack: Stack, tmp_path: Pat
             assert item["generation_token_ids"] and item["prompt_token_ids"]
             assert len(item["generation_log_probs"]) == len(item["generation_token_ids"]) <= 16
         # Each turn's prompt continues the earlier tokens exactly, so the rollout is one trainable sequence:
-        # the prompt, then per turn the generation and the observation that the next prompt adds.
-        completion = result_to_completion(row, tokenizer, max_seq_len=2048)
-        assert [m["role"] for m in completion.message_log] == ["user", "assistant"] * row["turns"]
-        assert completion.reward == row["reward"]
+        # the prompt, then per turn the generation and the observation that follows it (the last one too).
+        completion, counts = result_to_completion(row, tokenizer, max_seq_len=2048)
+        assert [m["role"] for m in completion.message_log] == ["user"] + ["assistant", "user"] * row["turns"]
+        assert completion.reward == row["reward"] and counts.turns == row["turns"]
+        assert counts.terminated is row["solved"] and counts.max_turns_reached is not row["solved"]

@@ -73,6 +73,7 @@ def test_weather_rollouts_get_reward_1(stack: Stack) -> None:
         assert result["expected_city"] == row["expected_city"]
         assert result["responses_create_params"] == row["responses_create_params"]
         assert _types(result) == ["function_call", "function_call_output", "message"]
+        assert result["response"]["rollout_end"] == "terminated"  # answered without calls: the episode is over
         tool_output = orjson.loads(result["response"]["output"][1]["output"])
         assert tool_output["city"] == row["expected_city"] and tool_output["weather"]
         sessions.add(result["response"]["metadata"]["session_id"])
@@ -100,6 +101,7 @@ def test_max_steps_bounds_a_model_that_always_calls_tools(stack: Stack) -> None:
     reply = _post(stack, "looping_agent", "/run", _weather_rows()[0])
     assert reply.status_code == 200, reply.text
     assert _types(reply.json()) == ["function_call", "function_call_output"] * 3
+    assert reply.json()["response"]["rollout_end"] == "max_turns"  # still calling tools when the limit came
 
 
 @pytest.mark.parametrize("requested, calls", [(2, 2), (1, 1), (7, 3)])
