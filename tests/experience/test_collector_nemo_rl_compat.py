@@ -39,7 +39,8 @@ def test_get_dataloader_state_is_the_loaders_own_cursor() -> None:
                                                                                                       buffer):
         assert wait_for(lambda: manager.running == 2, 20)  # max_concurrent_groups = 2 x 1: prompts 0 and 1
         # One batch of 3 was drawn (prompt 2 waits in it): the cursor is past it, ahead of anything generated.
-        assert collector.get_dataloader_state() == {"epoch": 0, "batches_yielded": 1, "seed": 0}
+        assert collector.get_dataloader_state() == {"epoch": 0, "batches_yielded": 1, "seed": 0, "shuffle": False,
+                                                    "batch_size": 3, "dataset_size": 12, "drop_last": False}
         resumed = StatefulPromptLoader(make_dataset(12), 3, shuffle=False)
         resumed.load_state_dict(collector.get_dataloader_state())
         assert [d["idx"] for batch in resumed for d in batch] == list(range(3, 12))

@@ -33,6 +33,19 @@ def test_loader_resumes_mid_epoch_from_its_state() -> None:
     assert head + _idx(list(resumed)) == _idx(list(StatefulPromptLoader(make_dataset(10), 3, seed=1)))
 
 
+@pytest.mark.parametrize("key, other", [
+    ("seed", StatefulPromptLoader(make_dataset(10), 3, seed=2)),
+    ("shuffle", StatefulPromptLoader(make_dataset(10), 3, seed=1, shuffle=False)),
+    ("batch_size", StatefulPromptLoader(make_dataset(10), 4, seed=1)),
+    ("dataset_size", StatefulPromptLoader(make_dataset(11), 3, seed=1)),
+])
+def test_a_state_saved_under_other_order_settings_is_refused(key: str, other: StatefulPromptLoader) -> None:
+    loader = StatefulPromptLoader(make_dataset(10), 3, seed=1)
+    next(iter(loader))
+    with pytest.raises(ValueError, match=f"saved with {key}=.*, this loader has {key}=.*: its cursor would name"):
+        other.load_state_dict(loader.state_dict())
+
+
 def test_a_restored_finished_epoch_yields_nothing_then_the_next_epoch() -> None:
     loader = StatefulPromptLoader(make_dataset(4), 2, seed=0)
     iterator = iter(loader)

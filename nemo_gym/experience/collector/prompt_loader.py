@@ -50,11 +50,18 @@ class StatefulPromptLoader:
         self._epoch += 1
         self._batches_yielded = 0
 
+    def _order_settings(self) -> dict[str, Any]:
+        """What decides which prompt each cursor position is: a state saved under other settings names others."""
+        return {"seed": self._seed, "shuffle": self._shuffle, "batch_size": self._batch_size,
+                "dataset_size": len(self._dataset), "drop_last": self._drop_last}
+
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self._epoch, "batches_yielded": self._batches_yielded, "seed": self._seed}
+        return {"epoch": self._epoch, "batches_yielded": self._batches_yielded, **self._order_settings()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["seed"] != self._seed:
-            raise ValueError(f"loader state was saved with seed {state['seed']}, this loader has seed {self._seed}")
+        for key, ours in self._order_settings().items():
+            if key in state and state[key] != ours:
+                raise ValueError(f"loader state was saved with {key}={state[key]!r}, this loader has {key}={ours!r}: "
+                                 f"its cursor would name other prompts")
         self._epoch = state["epoch"]
         self._batches_yielded = state["batches_yielded"]
