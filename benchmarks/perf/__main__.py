@@ -38,6 +38,8 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "benchmark_runs": ("real vLLM: arithmetic and humaneval rewards, collection time", True),
     "grpo_learning": ("real vLLM + the example GRPO trainer: held-out arithmetic reward before and after N steps, "
                       "weight push cost", True),
+    "grpo_off_policy": ("real vLLM + the example GRPO trainer: reward per step at max trajectory age 0, 1 and 2, "
+                        "with and without truncated importance sampling, against a seed-only noise run", False),
     "grpo_async_vs_sync": ("real vLLM + the example GRPO trainer: asynchronous vs synchronous per-step time, vLLM and "
                            "trainer on cores of their own (and synchronous on shared cores), idle shares", False),
     "grpo_vs_trl": ("real vLLM + the example GRPO trainer vs TRL's GRPOTrainer (.venv-trl): time to TRL's final "

@@ -428,6 +428,33 @@ def grpo_async_vs_sync(r: Report) -> str:
         "![async vs sync GRPO](img/grpo_async_vs_sync.png)"])
 
 
+def grpo_off_policy(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s, runs, noise = r["settings"], r["runs"], r["noise_distance"]
+    rows = []
+    for name, run_ in runs.items():
+        m = run_["summary"]
+        distance = r["distance_from_age0"].get(name)
+        if distance is not None:
+            versus = f"**{distance}** ({distance / noise:.2f}x noise)" if noise else f"**{distance}**"
+        else:
+            versus = "baseline" if run_["seed"] == s["seed"] else f"{noise} (the noise)"
+        rows.append(f"| {run_['age']} | {'on' if run_['importance_sampling'] else 'off'} | {run_['seed']} | "
+                    f"{m['mean_reward']} | {m['final_reward']} | {versus} | {m['mean_age']} | "
+                    f"{m['mean_importance_weight']} | {m['mean_clipped_fraction']} | {m['mean_step_s']} |")
+    return "\n".join([
+        f"Source: {source(r)}; load average {r['machine']['load_average_at_end']} at the end.", "",
+        f"{s['steps']} steps of {s['prompts_per_step']} prompts x {s['generations_per_prompt']} completions each run "
+        f"(lr {s['learning_rate']}, {s['model']}, importance-sampling cap {s['importance_sampling_cap']}). Distance: "
+        f"mean absolute difference of the {s['trailing_window']}-step trailing mean reward from the age-0 run "
+        f"without correction, per step; noise: the same distance between two age-0 runs that differ only by seed.", "",
+        f"| max age | correction | seed | mean reward | last {s['final_steps']} steps | distance from age 0 | "
+        f"mean age | mean importance weight | clipped fraction | s per step |",
+        "|---|---|---|---|---|---|---|---|---|---|", *rows, "",
+        "![GRPO off-policy](img/grpo_off_policy.png)"])
+
+
 RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "main_output": ("main_command", main_output),
     "glance": ("collector", glance),
@@ -441,6 +468,7 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "benchmark_runs": ("benchmark_runs", benchmark_runs),
     "grpo_learning": ("grpo_learning", grpo_learning),
     "grpo_vs_trl": ("grpo_vs_trl", grpo_vs_trl),
+    "grpo_off_policy": ("grpo_off_policy", grpo_off_policy),
     "agent_workers": ("agent_workers", agent_workers),
     "agent_workers_16_cores": ("16_cores/agent_workers", agent_workers),
     "collector_16_cores": ("16_cores/collector", collector),

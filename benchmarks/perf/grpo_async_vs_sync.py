@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from benchmarks.perf.grpo_learning import add_step_arguments, arithmetic_rows
 from benchmarks.perf.lifecycle import child_process
+from benchmarks.perf.plots import pyplot, save
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, Recorder, load_average, recording, results_path
 from benchmarks.perf.vllm_server import MODEL_DIR, IdleMonitor, idle_fraction, pinned_to, vllm_server
 
@@ -85,10 +86,7 @@ def ratios(runs: dict[str, dict[str, Any]]) -> dict[str, float]:
 def render(results: dict[str, Any], png: Path) -> None:
     """One bar per run: the trainer's mean step split into waiting for groups, training, waiting for running
     generations and pushing, labelled with the step time and both idle shares, from a results file."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     runs = results["runs"]
     names = list(runs)
@@ -110,10 +108,7 @@ def render(results: dict[str, Any], png: Path) -> None:
     ax.set_title(f"SmolLM2-135M GRPO, {settings['prompts_per_step']} prompts x {settings['generations_per_prompt']}: "
                  f"sync / async on one core each = {results['ratios']['sync_over_async_pinned']:.2f}x", fontsize=10)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, fontsize=7)
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, png)
 
 
 def trainer_command(args: argparse.Namespace, url: str, rows: Path, out: Path, synchronous: bool) -> list[str]:

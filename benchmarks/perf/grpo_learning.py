@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from benchmarks.perf.plots import pyplot, save
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, Recorder, load_average, recording, results_path
 from examples.grpo.train import GRPOConfig, run
 from nemo_gym.resources_servers.math.generate_arithmetic import MAX_OUTPUT_TOKENS, PROMPT
@@ -45,10 +46,7 @@ def arithmetic_rows(path: Path) -> None:
 
 def render(results: dict[str, Any], png: Path) -> None:
     """The per-step training reward (sampled) with held-out rewards before and after, from a results file."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     steps = results["steps"]
     x = [s["step"] for s in steps]
@@ -66,10 +64,7 @@ def render(results: dict[str, Any], png: Path) -> None:
                  f"prompts x {results['settings']['generations_per_prompt']}")
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, png)
 
 
 def measure(args: argparse.Namespace, recorder: Recorder) -> None:

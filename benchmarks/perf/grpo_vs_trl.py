@@ -35,6 +35,7 @@ from transformers import AutoTokenizer
 
 from benchmarks.perf.grpo_learning import HELD_OUT, add_step_arguments, arithmetic_rows
 from benchmarks.perf.lifecycle import run_child
+from benchmarks.perf.plots import pyplot, save
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, Recorder, load_average, recording, results_path
 from examples.grpo.train import MAX_SEQ_LEN, VERIFY_TIMEOUT_S, GRPOConfig, load_datums, mean_reward, run
 from nemo_gym.experience.environments.math_environment import MathEnvironment
@@ -161,10 +162,7 @@ def measure(args: argparse.Namespace, recorder: Recorder) -> None:
 
 def render(results: dict[str, Any], png: Path) -> None:
     """Both training-reward curves and both held-out rewards (start and end) against wall time, one PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(10, 4.8))
     start, reached = results["held_out"]["start"], results["reach"]
@@ -191,10 +189,7 @@ def render(results: dict[str, Any], png: Path) -> None:
     ax.set_ylim(-0.02, 1.02)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, png)
 
 
 def main() -> None:
