@@ -109,6 +109,7 @@ def stop_on_sigterm_like_ctrl_c() -> None:
 
 def print_table(rows: list[dict[str, str]], columns: list[str]) -> None:
     widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
-    print("  ".join(c.upper().ljust(widths[c]) for c in columns))
+    # No padding after the last column: a line ends where its text does.
+    print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
     for row in rows:
-        print("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns))
+        print("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns).rstrip())

@@ -55,8 +55,18 @@ def main_args(argv: list[str]) -> int:
     else:
         rows = _probe_liveness(listing.servers, settings.health_timeout_s)
         healthy = all(row["health"] == "ok" for row in rows)
-    print_table(rows, ["name", "kind", "implementation", "url", "health"])
+    print_table([_with_time(row) for row in rows], ["name", "kind", "implementation", "url", "health"])
+    for row in rows:
+        if row.get("last_log_line"):
+            print(f"{row['name']} last logged: {row['last_log_line']}")
     return 0 if healthy else EXIT_DOWNSTREAM
+
+
+def _with_time(row: dict) -> dict:
+    """`starting for 12 s` where the head server knows how long a server has been starting."""
+    if row.get("starting_s") is None:
+        return row
+    return {**row, "health": f"{row['health']} for {row['starting_s']:.0f} s"}
 
 
 HELP = CommandHelp("ng_status", __doc__, [("Options", StatusSettings, "")])

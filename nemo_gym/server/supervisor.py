@@ -13,19 +13,22 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 import uvicorn
 
 from nemo_gym.config.global_settings import head_server
 from nemo_gym.config.loader import GlobalConfig
+from nemo_gym.config.redact import secret_values
 from nemo_gym.config.servers import ServerSettings, ServerSpec
 from nemo_gym.errors import ConfigError, DownstreamError
 from nemo_gym.http_client import RequestFailed, get_blocking
 from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
 from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
+from nemo_gym.server.logs import register_secrets
 from nemo_gym.server.settings_check import check_server_settings
+from nemo_gym.server.startup_progress import PROGRESS_EVERY_S, Starting, last_log_line, waiting_line
 from nemo_gym.server.workers import die_with_parent
 
 STOP_GRACE_S = 10.0
@@ -42,6 +45,7 @@ class ServerProcess:
     url: str
     log_path: Path
     popen: subprocess.Popen | None = None
+    started_at: float = 0.0  # time.monotonic() when its process started
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -78,6 +82,7 @@ class Supervisor:
         self.head_url = self.head.url
         # A bad setting fails here, before any server starts.
         self.processes = self._plan(config.servers(), check_server_settings(config))
+        register_secrets(secret_values(config.values))  # the servers' last log lines are shown while they start
         self._head: uvicorn.Server | None = None
         self._head_thread: threading.Thread | None = None
 
@@ -137,9 +142,10 @@ class Supervisor:
                     start_new_session=True,
                     preexec_fn=die_with_parent,
                 )
+            proc.started_at = time.monotonic()
 
     def _start_head(self) -> None:
-        head = HeadServer(self.config.values, self.listing(), (self.head.host, self.head.port))
+        head = HeadServer(self.config.values, self.listing(), (self.head.host, self.head.port), self.starting)
         config = uvicorn.Config(
             head.app(), host=self.head.host, port=self.head.port, log_config=None, access_log=False, loop="asyncio"
         )
@@ -147,12 +153,25 @@ class Supervisor:
         self._head_thread = threading.Thread(target=self._head.run, name="head_server", daemon=True)
         self._head_thread.start()
 
-    def wait_healthy(self) -> None:
-        """Block until every server answers /health, or raise naming the first that died or timed out."""
+    def starting(self, name: str) -> Starting | None:
+        """How long server `name` has been starting and what it logged last (None for a name not started here)."""
+        proc = next((p for p in self.processes if p.spec.name == name and p.popen), None)
+        if proc is None:
+            return None
+        return Starting(name, time.monotonic() - proc.started_at, last_log_line(proc.log_path))
+
+    def wait_healthy(self, say: Callable[[str], None] | None = None) -> None:
+        """Block until every server answers /health, or raise naming the first that died or timed out. Every
+        PROGRESS_EVERY_S, `say` gets a line naming the servers still starting and what each logged last."""
         pending = {p.spec.name: p for p in self.processes}
         deadlines = {p.spec.name: time.monotonic() + p.settings.startup_timeout_s for p in self.processes}
         self._wait_head()
+        say = say or _print_flushed
+        next_progress = time.monotonic() + PROGRESS_EVERY_S
         while pending:
+            if time.monotonic() >= next_progress:
+                say(waiting_line([self.starting(name) for name in pending], len(self.processes)))
+                next_progress = time.monotonic() + PROGRESS_EVERY_S
             for name, proc in list(pending.items()):
                 code = proc.popen.poll()
                 if code is not None:
@@ -160,7 +179,7 @@ class Supervisor:
                         f"server '{name}' exited with code {code} during start-up; log {proc.log_path}:\n"
                         f"{_log_tail(proc.log_path)}"
                     )
-                if _answers(f"{proc.url}/health"):
+                if answers(f"{proc.url}/health"):
                     del pending[name]
                     continue
                 if time.monotonic() > deadlines[name]:
@@ -173,7 +192,7 @@ class Supervisor:
     def _wait_head(self) -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if _answers(f"{self.head_url}/health"):
+            if answers(f"{self.head_url}/health"):
                 return
             time.sleep(0.05)
         raise ServerStartError(f"head server did not start on {self.head_url}")
@@ -184,26 +203,34 @@ class Supervisor:
 
     def stop(self) -> None:
         """SIGTERM every process group, wait, then SIGKILL what is left. Safe to call twice."""
-        alive = [p for p in self.processes if p.popen]
-        for proc in alive:
-            _signal_group(proc.popen, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for proc in alive:
-            try:
-                proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        for proc in alive:
-            # Also reaps grandchildren left in the group after the child itself exited.
-            _signal_group(proc.popen, signal.SIGKILL)
-            try:
-                proc.popen.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+        stop_process_groups([p.popen for p in self.processes if p.popen], STOP_GRACE_S)
         if self._head:
             self._head.should_exit = True
             self._head_thread.join(timeout=5)
             self._head = None
+
+
+def _print_flushed(line: str) -> None:
+    print(line, flush=True)
+
+
+def stop_process_groups(popens: list[subprocess.Popen], grace_s: float) -> None:
+    """SIGTERM the process group each of `popens` leads, give them `grace_s` seconds in all, then SIGKILL what is
+    left of each group (grandchildren too, even after the child itself exited)."""
+    for popen in popens:
+        _signal_group(popen, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for popen in popens:
+        try:
+            popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for popen in popens:
+        _signal_group(popen, signal.SIGKILL)
+        try:
+            popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _signal_group(popen: subprocess.Popen, sig: int) -> None:
@@ -213,7 +240,7 @@ def _signal_group(popen: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
     """Whether `url` answers 200 within 2 s."""
     try:
         return get_blocking(url, timeout_s=2.0)[0] == 200

@@ -1,5 +1,6 @@
 """A minimal server for framework tests: echoes its body and reports its pid."""
 
+import logging
 import os
 import time
 from typing import Any
@@ -16,8 +17,14 @@ class EchoServer(BaseServer):
             raise RuntimeError("crash_on_start is set")
         # `ready_after_s`: /health answers 503 "starting" this long, like a server loading a model.
         self._ready_at = time.monotonic() + float(self.config.get("ready_after_s", 0))
+        # `ready_file`: "starting" until this file exists (the test says when loading ends); each /health asked
+        # meanwhile logs that it is still waiting, as a loading model logs its progress.
+        self._ready_file = self.config.get("ready_file")
 
     def ready(self) -> bool:
+        if self._ready_file and not os.path.exists(self._ready_file):
+            logging.getLogger(__name__).info("loading: waiting for %s", self._ready_file)
+            return False
         return time.monotonic() >= self._ready_at
 
     async def echo(self, body: dict[str, Any], request: Request) -> dict[str, Any]:

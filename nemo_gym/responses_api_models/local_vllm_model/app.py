@@ -17,13 +17,13 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from nemo_gym.config.model_servers import LocalVLLMModelSettings
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.http_client import RequestFailed
-from nemo_gym.responses_api_models.local_vllm_model.device import device_args, has_nvidia_gpu
+from nemo_gym.responses_api_models.local_vllm_model.command import vllm_command, vllm_env
+from nemo_gym.responses_api_models.local_vllm_model.device import has_nvidia_gpu
 from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
 from nemo_gym.server.supervisor import free_port
 
@@ -55,24 +55,14 @@ class LocalVLLMModelServer(VLLMModelServer):
         self.gpu = has_nvidia_gpu()
 
     def vllm_command(self, port: int) -> list[str]:
-        return [
-            sys.executable, "-m", "nemo_gym.responses_api_models.local_vllm_model.vllm_main",
-            "--model", self.model_path, "--served-model-name", self.model,
-            "--host", "127.0.0.1", "--port", str(port),
-            "--max-model-len", str(self.settings.max_model_len),
-            *device_args(self.gpu, self.settings.dtype, self.settings.gpu_memory_utilization, self.settings.vllm_args),
-        ]
+        return vllm_command(model_path=self.model_path, served_model_name=self.model, host="127.0.0.1", port=port,
+                            max_model_len=self.settings.max_model_len, gpu=self.gpu, dtype=self.settings.dtype,
+                            gpu_memory_utilization=self.settings.gpu_memory_utilization,
+                            vllm_args=self.settings.vllm_args)
 
     def vllm_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        if self.settings.cpu_kvcache_space_gib is not None:
-            env["VLLM_CPU_KVCACHE_SPACE"] = f"{self.settings.cpu_kvcache_space_gib:g}"
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-        # Dev mode only when asked for, whatever this process's environment says.
-        env.pop("VLLM_SERVER_DEV_MODE", None)
-        if self.settings.enable_weight_updates:
-            env["VLLM_SERVER_DEV_MODE"] = "1"
-        return env
+        return vllm_env(cpu_kvcache_space_gib=self.settings.cpu_kvcache_space_gib,
+                        enable_weight_updates=self.settings.enable_weight_updates)
 
     async def startup(self) -> None:
         port = free_port()
