@@ -40,7 +40,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from examples.grpo.servers import AGENTS, REPO_ROOT, SERVED_NAME, agent_stack, served_dtype, vllm_server
 from examples.grpo.step_log import StepLog, StepRecord, wandb_run
-from nemo_gym.experience.collector.config import MasterConfig
 from nemo_gym.experience.collector.prompt_loader import StatefulPromptLoader
 from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
 from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
@@ -186,7 +185,7 @@ class Rollouts:
                               policy_generation=self.policy, greedy=greedy)
 
 
-def collector_config(config: GRPOConfig) -> MasterConfig:
+def collector_config(config: GRPOConfig) -> dict[str, Any]:
     return {"grpo": {"num_prompts_per_step": config.prompts_per_step,
                      "num_generations_per_prompt": config.generations_per_prompt, "max_rollout_turns": config.turns,
                      "async_grpo": {"max_trajectory_age_steps": config.max_trajectory_age,
