@@ -7,12 +7,13 @@ with app.py, configs/<name>.yaml, data/example.jsonl, tests/ and a README. Paths
 current directory, where the ng_* commands are then run.
 """
 
+import shutil
 from pathlib import Path
 
 from nemo_gym.cli.common import CommandHelp, run_cli
 from nemo_gym.config.loader import parse_overrides
 from nemo_gym.config.typed import Settings, Text
-from nemo_gym.scaffold import ScaffoldError, create_environment
+from nemo_gym.scaffold import ScaffoldError, create_environment, model_config_path
 
 DEFAULT_OUTPUT_DIR = "resources_servers"
 
@@ -39,7 +40,9 @@ def main_args(argv: list[str]) -> int:
     name = env_dir.name
     print(f"created {env_dir}/: app.py, configs/{name}.yaml, data/example.jsonl, tests/, README.md")
     print(f"next: pytest {env_dir}    # its own test: ng_run + ng_collect_rollouts with a scripted model")
-    print(f'      ng_run "+config_paths=[{env_dir}/configs/{name}.yaml,configs/vllm_model.yaml]"')
+    if shutil.which("pytest") is None:
+        print("      (there is no pytest on PATH: pip install pytest, or nemo_gym's dev extra)")
+    print(f'      ng_run "+config_paths=[{env_dir}/configs/{name}.yaml,{model_config_path(Path.cwd())}]"')
     return 0
 
 

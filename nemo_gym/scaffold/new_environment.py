@@ -1,7 +1,7 @@
 """Write a new environment folder (app, config, example data, tests, README) from the `.tmpl` templates.
 
 The templates carry a `.tmpl` suffix so that neither pytest nor an import ever mistakes them for a real test or
-server; `string.Template` fills in `$name`, `$class_name`, `$env_dir` and `$run_dir_from_tests`.
+server; `string.Template` fills in `$name`, `$class_name`, `$env_dir`, `$run_dir_from_tests` and `$model_config`.
 """
 
 import keyword
@@ -13,9 +13,11 @@ from pathlib import Path
 from string import Template
 
 import nemo_gym.resources_servers
+from nemo_gym.config.loader import INSTALL_ROOT
 from nemo_gym.errors import NemoGymError
 
 TEMPLATES = Path(__file__).parent / "templates"
+MODEL_CONFIG = Path("configs") / "vllm_model.yaml"
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 BUILT_IN_ENVIRONMENTS = Path(nemo_gym.resources_servers.__file__).parent
 
@@ -53,6 +55,15 @@ def class_name(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
 
 
+def model_config_path(run_dir: Path) -> str:
+    """nemo_gym's configs/vllm_model.yaml as a path that works from `run_dir`: relative where it is under `run_dir`
+    (a checkout), else absolute where the config loader finds it (the checkout nemo_gym is installed from)."""
+    for candidate in (run_dir / MODEL_CONFIG, INSTALL_ROOT / MODEL_CONFIG):
+        if candidate.is_file():
+            return candidate.relative_to(run_dir).as_posix() if candidate.is_relative_to(run_dir) else str(candidate)
+    return MODEL_CONFIG.as_posix()  # an install without the checkout's configs/: the README says where it comes from
+
+
 def render(name: str, env_dir: Path, run_dir: Path) -> dict[str, str]:
     """Relative path -> content of every file of the new environment `env_dir`, whose commands run in `run_dir`."""
     env_dir, run_dir = env_dir.resolve(), run_dir.resolve()
@@ -61,6 +72,7 @@ def render(name: str, env_dir: Path, run_dir: Path) -> dict[str, str]:
         "class_name": class_name(name),
         "env_dir": Path(os.path.relpath(env_dir, run_dir)).as_posix(),
         "run_dir_from_tests": Path(os.path.relpath(run_dir, env_dir / "tests")).as_posix(),
+        "model_config": model_config_path(run_dir),
     }
     return {target: Template((TEMPLATES / template).read_text()).substitute(values)
             for template, target in _layout(name).items()}

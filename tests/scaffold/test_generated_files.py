@@ -23,8 +23,8 @@ def test_creates_the_environment_folder_under_resources_servers(tmp_path: Path) 
         sorted(f.format(n="my_env") for f in FILES)
     assert [p.name for p in (tmp_path / "resources_servers").iterdir()] == ["my_env"]  # no staging folder left
     assert result.stdout.startswith("created resources_servers/my_env/")
-    assert 'ng_run "+config_paths=[resources_servers/my_env/configs/my_env.yaml,configs/vllm_model.yaml]"' \
-        in result.stdout
+    # Outside a checkout, the model config is named where it is (tests/scaffold/test_next_hints.py).
+    assert 'ng_run "+config_paths=[resources_servers/my_env/configs/my_env.yaml,' in result.stdout
 
 
 @pytest.mark.parametrize("name, expected", [("my_env", "MyEnv"), ("Env2", "Env2"), ("a", "A"),
