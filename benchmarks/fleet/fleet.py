@@ -1,0 +1,130 @@
+"""Simulated vLLM replicas behind HTTP, many in one process: what `vllm_model` talks to in the fleet tests and the
+fleet benchmark.
+
+Each replica answers what vllm_model and the collector's preflight use of vLLM's OpenAI server: `GET /v1/models`
+(with `max_model_len`), `POST /v1/chat/completions` (usage with cached prompt tokens; `token_ids`, `prompt_token_ids`
+and logprobs when asked) and `GET /health`. A control endpoint lets a test or benchmark read every replica's
+counters (`GET /fleet/stats`), kill one (`POST /fleet/kill {"replica": i}`) and start it again
+(`POST /fleet/revive`).
+"""
+
+import itertools
+from typing import Any
+
+import orjson
+
+from benchmarks.fleet.chat import completion_body, sim_request
+from benchmarks.fleet.http_server import HttpEndpoint
+from benchmarks.fleet.profile import ReplicaProfile
+from benchmarks.fleet.replica import ReplicaDown, ReplicaSnapshot, SimClock, SimReplica
+from benchmarks.fleet.workload import Workload
+
+MAX_MODEL_LEN = 32768
+
+
+def _error(status: int, message: str) -> tuple[int, bytes]:
+    return status, orjson.dumps({"error": {"message": message, "code": status}})
+
+
+class ServedReplica:
+    """One simulated replica on one port."""
+
+    def __init__(self, profile: ReplicaProfile, clock: SimClock, workload: Workload, model: str) -> None:
+        self.replica = SimReplica(profile, clock)
+        self.workload = workload
+        self.model = model
+        self.endpoint = HttpEndpoint(self.handle)
+        self._numbers = itertools.count()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.endpoint.host}:{self.endpoint.port}/v1"
+
+    async def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        if method == "GET" and path == "/v1/models":
+            return 200, orjson.dumps({"object": "list", "data": [
+                {"id": self.model, "object": "model", "owned_by": "sim", "max_model_len": MAX_MODEL_LEN}]})
+        if method == "GET" and path == "/health":
+            return 200, b"{}"
+        if method == "POST" and path == "/v1/chat/completions":
+            return await self._chat(body)
+        return _error(404, f"no route {method} {path}")
+
+    async def _chat(self, raw: bytes) -> tuple[int, bytes]:
+        number = next(self._numbers)
+        try:
+            body = orjson.loads(raw)
+            request, message = sim_request(body, self.workload, f"call_{number}")
+        except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
+            return _error(400, f"bad chat completion request: {exc}")
+        if body.get("model") != self.model:
+            return _error(404, f"The model `{body.get('model')}` does not exist.")
+        try:
+            done = await self.replica.generate(request)
+        except ReplicaDown as exc:
+            return _error(503, str(exc))
+        return 200, orjson.dumps(completion_body(body, message, request, done, self.model, number))
+
+
+class SimFleet:
+    """Replicas of the given profiles (one each), sharing `clock`, each on its own loopback port."""
+
+    def __init__(self, profiles: list[ReplicaProfile], clock: SimClock, workload: Workload, model: str) -> None:
+        self.clock = clock
+        self.replicas = [ServedReplica(profile, clock, workload, model) for profile in profiles]
+        self.control = HttpEndpoint(self._control)
+
+    @property
+    def base_urls(self) -> list[str]:
+        return [replica.base_url for replica in self.replicas]
+
+    @property
+    def control_url(self) -> str:
+        return f"http://{self.control.host}:{self.control.port}"
+
+    async def start(self) -> None:
+        for replica in self.replicas:
+            await replica.endpoint.start()
+        await self.control.start()
+
+    def stop(self) -> None:
+        for replica in self.replicas:
+            replica.endpoint.kill()
+            replica.replica.kill()
+        self.control.kill()
+
+    def kill(self, index: int) -> None:
+        """Replica `index` dies: connections reset, requests lost, the port closed."""
+        self.replicas[index].endpoint.kill()
+        self.replicas[index].replica.kill()
+
+    async def revive(self, index: int) -> None:
+        """Replica `index` starts again on its port, empty."""
+        served = self.replicas[index]
+        served.replica.revive()
+        if not served.endpoint.listening:
+            await served.endpoint.start()
+
+    def snapshots(self) -> list[ReplicaSnapshot]:
+        return [served.replica.snapshot() for served in self.replicas]
+
+    async def _control(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        if method == "GET" and path == "/fleet/stats":
+            return 200, orjson.dumps({"replicas": [snapshot_dict(s) for s in self.snapshots()],
+                                      "base_urls": self.base_urls})
+        if method == "POST" and path in ("/fleet/kill", "/fleet/revive"):
+            try:
+                index = int(orjson.loads(body)["replica"])
+                self.replicas[index]
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError):
+                return _error(400, f"{path} takes {{\"replica\": <index below {len(self.replicas)}>}}")
+            if path == "/fleet/kill":
+                self.kill(index)
+            else:
+                await self.revive(index)
+            return 200, orjson.dumps({"replica": index, "alive": self.replicas[index].replica.alive})
+        return _error(404, f"no route {method} {path}")
+
+
+def snapshot_dict(snapshot: ReplicaSnapshot) -> dict[str, Any]:
+    return {**{key: value for key, value in vars(snapshot).items() if key != "stats"}, **vars(snapshot.stats)}
