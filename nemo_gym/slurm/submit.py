@@ -289,7 +289,21 @@ def _submit(layout: RunLayout, shards: list[int], record: dict[str, Any], dry_ru
     if not dry_run:
         record["submissions"].append(entry)
         layout.submission.write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
+        print(follow_hint(layout, entry))
     return entry
+
+
+def follow_hint(layout: RunLayout, entry: dict[str, Any]) -> str:
+    """How to follow a submission: the queue (squeue names array task i `<array>_<i>`, as the logs do) and the logs."""
+    jobs = ",".join(entry[key] for key in ("collect_job_id", "aggregate_job_id") if key in entry)
+    lines = [f"follow it:   squeue -j {jobs}"]
+    if "collect_job_id" in entry:
+        array = entry["collect_job_id"]
+        lines += [f"             tail -f {layout.shard_log('*')}",
+                  f"a task's servers: {layout.logs_dir}/shard<i>/{array}_<i>-try<n>/ng_run.log and servers/"]
+    lines += [f"the merge:   {layout.aggregate_log} (then {layout.merged_output}, {layout.aggregate_metrics})",
+              f"if a task fails or is cancelled: ng_slurm_submit +run_dir={layout.run_dir} +resume=true"]
+    return "\n".join(lines)
 
 
 def submit_new(request: SubmitRequest) -> dict[str, Any]:

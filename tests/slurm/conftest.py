@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -38,3 +39,38 @@ def slurm_jobs(slurm_cluster: None) -> Iterator[set[str]]:
         subprocess.run(["scancel", *sorted(ids)], check=False)
 
 
+
+LOG_TAIL_LINES = 120
+CONTROLLER_LOG = Path(os.environ.get("NG_SLURM_STATE_DIR", "/tmp/nemo_gym_slurm")) / "slurmctld.log"
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"(cannot read: {exc.strerror})"
+
+
+def run_logs(folder: Path) -> str:
+    """What a failed Slurm test needs to say why: every run directory's submission record, its completion markers,
+    and the last lines of every log under it (each task's job script log, ng_run's and each server's), then the
+    controller's log, which says how each job ended."""
+    parts = []
+    for submission in sorted(folder.rglob("slurm/submission.json")):
+        run = submission.parent.parent
+        done = sorted(p.name for p in (run / "slurm").glob("*.done"))
+        parts.append(f"=== {run}: done markers {done or 'none'}\n{submission.read_text()}")
+        parts += [f"--- {log}\n{_tail(log)}" for log in sorted((run / "logs").rglob("*.log"))]
+    parts.append(f"--- {CONTROLLER_LOG} (last 60 lines)\n{_tail(CONTROLLER_LOG, 60)}")
+    return "\n".join(parts)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed Slurm test prints its runs' logs with its report (and pytest keeps its folder: the retention policy
+    is `failed`), so a failure under load can be explained after the fact."""
+    outcome = yield
+    report = outcome.get_result()
+    tmp_path = getattr(item, "funcargs", {}).get("tmp_path")
+    if report.failed and call.when == "call" and isinstance(tmp_path, Path):
+        report.sections.append(("Slurm run logs", f"kept in {tmp_path}\n{run_logs(tmp_path)}"))

@@ -20,7 +20,9 @@ def test_dry_run_renders_valid_requeue_safe_scripts(tmp_path: Path, monkeypatch:
     collect = (work / "run/slurm/collect.sbatch").read_text()
     for expected in ("#SBATCH --array=0-2%2", "#SBATCH --requeue", "#SBATCH --signal=B:TERM@60", "#SBATCH --time=10",
                      "+resume_from_cache=true", f'OUTPUT="{work}/run/rollouts/rollouts-shard${{SHARD}}-of3.jsonl"',
-                     f'>"{work}/run/slurm/shard${{SHARD}}.done"', f"--output={work}/run/logs/shard%a.log", "trap "):
+                     f'>"{work}/run/slurm/shard${{SHARD}}.done"', f"--output={work}/run/logs/shard%a.log", "trap ",
+                     # an attempt's folder is named as squeue names the task: <array job>_<task>
+                     'ATTEMPT="${SLURM_ARRAY_JOB_ID}_${SHARD}-try${SLURM_RESTART_COUNT:-0}"'):
         assert expected in collect
     aggregate = (work / "run/slurm/aggregate.sbatch").read_text()
     assert f'"+input_glob={work}/run/rollouts/rollouts-shard*-of3.jsonl"' in aggregate
@@ -102,3 +104,17 @@ def test_server_start_retries_when_a_port_was_taken(tmp_path: Path) -> None:
     )
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
     assert "retrying on new ports" in done.stdout and "started-and-stopped" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_follow_hint_names_the_queue_the_logs_and_the_resume(tmp_path: Path) -> None:
+    layout = submit.RunLayout(tmp_path / "run", 2)
+    hint = submit.follow_hint(layout, {"collect_job_id": "72", "aggregate_job_id": "73"})
+    assert hint.splitlines() == [
+        "follow it:   squeue -j 72,73",
+        f"             tail -f {tmp_path}/run/logs/shard*.log",
+        f"a task's servers: {tmp_path}/run/logs/shard<i>/72_<i>-try<n>/ng_run.log and servers/",
+        f"the merge:   {tmp_path}/run/logs/aggregate.log (then {tmp_path}/run/rollouts.jsonl, "
+        f"{tmp_path}/run/rollouts_aggregate_metrics.json)",
+        f"if a task fails or is cancelled: ng_slurm_submit +run_dir={tmp_path}/run +resume=true",
+    ]
+    assert submit.follow_hint(layout, {"aggregate_job_id": "80"}).splitlines()[0] == "follow it:   squeue -j 80"
