@@ -17,7 +17,7 @@ import uvloop
 
 from benchmarks.fleet.fleet import SimFleet
 from benchmarks.fleet.profile import H100_LLAMA_8B
-from benchmarks.fleet.replica import SimClock
+from benchmarks.fleet.replica import LoopScheduler
 from benchmarks.fleet.workload import WORKLOADS
 
 DEFAULT_MODEL = "sim-llama-3.1-8b"
@@ -32,7 +32,7 @@ async def serve(args: argparse.Namespace) -> None:
     profiles = [H100_LLAMA_8B] * args.replicas
     for index, factor in args.slow:
         profiles[index] = H100_LLAMA_8B.slower(factor)
-    fleet = SimFleet(profiles, SimClock(args.time_scale), WORKLOADS[args.workload], args.model)
+    fleet = SimFleet(profiles, LoopScheduler(args.time_scale), WORKLOADS[args.workload], args.model)
     await fleet.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

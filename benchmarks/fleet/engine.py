@@ -82,14 +82,18 @@ class BatchEngine:
 
     def __init__(self, profile: ReplicaProfile) -> None:
         self.profile = profile
+        # The step time's terms with the slowdown in them (the hot paths compute steps inline from these).
+        self._base_s = profile.slowdown * profile.base_s
+        self._per_seq_s = profile.slowdown * profile.per_seq_s
+        self._per_token_s = profile.slowdown * profile.per_context_token_s
+        self._kv = profile.kv_cache_tokens
         self.cache = PrefixCache(profile.block_tokens)
         self.stats = EngineStats()
         self.t = 0.0  # the current step boundary: everything before it is simulated
         self.steps = 0
         self.context = 0  # KV tokens the running sequences hold
         self.waiting: deque[Seq] = deque()
-        self._running: dict[int, Seq] = {}
-        self._admission_order: list[int] = []  # running seq ids, oldest admission first (preemption takes the last)
+        self._running: dict[int, Seq] = {}  # in admission order: preemption takes the last
         self._finishing: list[tuple[int, int]] = []  # heap of (finish step, seq id)
         self._pending_prefill = 0  # prompt tokens the step starting at `t` computes
         self._ids = 0
@@ -113,19 +117,22 @@ class BatchEngine:
     def advance(self, now: float) -> list[Seq]:
         """Simulate every whole step that ends by `now`; the sequences that finished, in finishing order."""
         finished: list[Seq] = []
+        limit = now + _EPS_S
         while True:
-            self._admit()
-            if not self._running:
+            if self.waiting:
+                self._admit()
+            batch = len(self._running)
+            if not batch:
                 if self.waiting and self.waiting[0].arrived_at <= now:
                     self.t = max(self.t, self.waiting[0].arrived_at)
                     continue
                 return finished
-            if self.context + self.batch > self.profile.kv_cache_tokens:
+            if self.context + batch > self._kv:
                 self._preempt()
                 continue
             if self._pending_prefill:  # the step that admitted sequences also computes their prompts
-                first = self.profile.step_s(self.batch, self.context, self._pending_prefill)
-                if self.t + first > now + _EPS_S:
+                first = self.profile.step_s(batch, self.context, self._pending_prefill)
+                if self.t + first > limit:
                     return finished
                 self._run(1, first)
             else:
@@ -135,7 +142,8 @@ class BatchEngine:
                     self._run(taken, self._span(taken))
                 if taken < steps:
                     return finished
-            finished.extend(self._finish())
+            if self._finishing[0][0] <= self.steps:
+                finished.extend(self._finish())
 
     def next_finish_at(self) -> float | None:
         """When the next running sequence finishes if nothing else is admitted (arrivals only make it later)."""
@@ -163,7 +171,6 @@ class BatchEngine:
         """Everything running and waiting, removed (the replica died); its prefix cache is gone too."""
         dropped = [*self._running.values(), *self.waiting]
         self._running.clear()
-        self._admission_order.clear()
         self._finishing.clear()
         self.waiting.clear()
         self.context = 0
@@ -174,38 +181,38 @@ class BatchEngine:
     # -- internals -------------------------------------------------------------------------------------------------
 
     def _admit(self) -> None:
-        profile = self.profile
-        while self.waiting and self.batch < profile.max_num_seqs and self.waiting[0].arrived_at <= self.t:
-            seq = self.waiting[0]
+        waiting, running, cache = self.waiting, self._running, self.cache
+        admitted = False
+        while waiting and len(running) < self.profile.max_num_seqs and waiting[0].arrived_at <= self.t:
+            seq = waiting[0]
             if not self._can_admit(seq):
-                return
-            self.waiting.popleft()
+                break
+            waiting.popleft()
+            admitted = True
             request = seq.request
-            first = seq.admitted_at < 0
             cached = 0
-            if first:
-                cached = min(self.cache.hit(request.prefixes), request.prompt_tokens - 1)
+            if seq.admitted_at < 0:  # first admission (not after a preemption)
+                cached = min(cache.take(request.prefixes), request.prompt_tokens - 1)
                 seq.cached_tokens = cached
                 seq.admitted_at = self.t
-                self.stats.admitted += 1
-                self.stats.prompt_tokens += request.prompt_tokens
-                self.stats.cached_tokens += cached
-                self.stats.wait_s += self.t - seq.arrived_at
-            for key, tokens in request.prefixes:
-                self.cache.add(key, tokens, profile.kv_cache_tokens - self.context)
-            computed = seq.in_kv - cached
-            self._pending_prefill += computed
-            self.stats.prefill_tokens += computed
-            self.context += seq.in_kv
+                stats = self.stats
+                stats.admitted += 1
+                stats.prompt_tokens += request.prompt_tokens
+                stats.cached_tokens += cached
+                stats.wait_s += self.t - seq.arrived_at
+            in_kv = seq.in_kv
+            self._pending_prefill += in_kv - cached
+            self.stats.prefill_tokens += in_kv - cached
+            self.context += in_kv
             seq.start_step = self.steps
             seq.finish_step = self.steps + request.output_tokens - seq.generated
-            self._running[seq.seq_id] = seq
-            self._admission_order.append(seq.seq_id)
+            running[seq.seq_id] = seq
             heapq.heappush(self._finishing, (seq.finish_step, seq.seq_id))
-        self.cache.shrink(profile.kv_cache_tokens - self.context)
+        if admitted:
+            cache.shrink(self._kv - self.context)
 
     def _preempt(self) -> None:
-        victim = self._running[self._admission_order[-1]]
+        victim = self._running[next(reversed(self._running))]
         victim.generated += self._remove_running(victim)
         victim.preemptions += 1
         self.stats.preempted += 1
@@ -214,7 +221,6 @@ class BatchEngine:
     def _remove_running(self, seq: Seq) -> int:
         """Take `seq` out of the batch, freeing its KV cache; the tokens it generated since its admission."""
         del self._running[seq.seq_id]
-        self._admission_order.remove(seq.seq_id)
         done = self.steps - seq.start_step
         self.context -= seq.in_kv + done
         self._finishing = [(step, sid) for step, sid in self._finishing if sid != seq.seq_id]
@@ -223,42 +229,46 @@ class BatchEngine:
 
     def _steps_to_event(self) -> int:
         """Whole steps from `t` to the next finish or KV overflow (at least 1)."""
-        to_finish = self._finishing[0][0] - self.steps
-        room = (self.profile.kv_cache_tokens - self.context) // self.batch
-        steps = max(1, min(to_finish, room))
+        batch = len(self._running)
+        steps = min(self._finishing[0][0] - self.steps, (self._kv - self.context) // batch)
+        if steps < 1:
+            steps = 1
         if self.waiting and self._can_admit(self.waiting[0]):
             steps = min(steps, self._steps_until(self.waiting[0].arrived_at))
         return steps
 
     def _can_admit(self, seq: Seq) -> bool:
         """Room for it in the batch, and KV cache for it and for one more step of every sequence with it."""
-        return (self.batch < self.profile.max_num_seqs
-                and self.context + seq.in_kv + self.batch + 1 <= self.profile.kv_cache_tokens)
+        batch = len(self._running)
+        return batch < self.profile.max_num_seqs and self.context + seq.in_kv + batch + 1 <= self._kv
 
     def _span(self, steps: int, context: int | None = None) -> float:
         """Time of `steps` decode steps from `t` at the current batch (no prefill): the KV grows a token per sequence
         per step."""
         if steps <= 0:
             return 0.0
-        first = self.profile.step_s(self.batch, self.context if context is None else context)
-        growth = self.profile.slowdown * self.profile.per_context_token_s * self.batch
-        return steps * first + growth * steps * (steps - 1) / 2
+        batch = len(self._running)
+        first = (self._base_s + self._per_seq_s * batch
+                 + self._per_token_s * (self.context if context is None else context))
+        return steps * first + self._per_token_s * batch * steps * (steps - 1) / 2
 
     def _steps_within(self, seconds: float) -> int:
         """The most whole decode steps from `t` that end within `seconds`."""
         seconds += _EPS_S
         if seconds <= 0:
             return 0
-        first = self.profile.step_s(self.batch, self.context)
-        growth = self.profile.slowdown * self.profile.per_context_token_s * self.batch
+        batch = len(self._running)
+        first = self._base_s + self._per_seq_s * batch + self._per_token_s * self.context
+        growth = self._per_token_s * batch
         if growth <= 0:
             n = int(seconds / first)
         else:
             b = first - growth / 2
             n = int((-b + math.sqrt(b * b + 2 * growth * seconds)) / growth)
-        while n > 0 and self._span(n) > seconds:
+        # float rounding may put the root one step off either way
+        while n > 0 and n * first + growth * n * (n - 1) / 2 > seconds:
             n -= 1
-        while self._span(n + 1) <= seconds:
+        while (n + 1) * first + growth * (n + 1) * n / 2 <= seconds:
             n += 1
         return n
 
@@ -280,16 +290,15 @@ class BatchEngine:
 
     def _finish(self) -> list[Seq]:
         finished = []
-        while self._finishing and self._finishing[0][0] <= self.steps:
-            _, sid = heapq.heappop(self._finishing)
-            seq = self._running.pop(sid)
-            self._admission_order.remove(sid)
+        finishing, running, steps = self._finishing, self._running, self.steps
+        while finishing and finishing[0][0] <= steps:
+            _, sid = heapq.heappop(finishing)
+            seq = running.pop(sid)
             request = seq.request
             self.context -= request.prompt_tokens + request.output_tokens
             seq.finished_at = self.t
             self.stats.finished += 1
             if request.done_key is not None:
-                self.cache.add(request.done_key, request.prompt_tokens + request.output_tokens,
-                               self.profile.kv_cache_tokens - self.context)
+                self.cache.add(request.done_key, request.prompt_tokens + request.output_tokens, self._kv - self.context)
             finished.append(seq)
         return finished

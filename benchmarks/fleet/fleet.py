@@ -16,7 +16,7 @@ import orjson
 from benchmarks.fleet.chat import completion_body, sim_request
 from benchmarks.fleet.http_server import HttpEndpoint
 from benchmarks.fleet.profile import ReplicaProfile
-from benchmarks.fleet.replica import ReplicaDown, ReplicaSnapshot, SimClock, SimReplica
+from benchmarks.fleet.replica import ReplicaDown, ReplicaSnapshot, Scheduler, SimReplica
 from benchmarks.fleet.workload import Workload
 
 MAX_MODEL_LEN = 32768
@@ -29,8 +29,8 @@ def _error(status: int, message: str) -> tuple[int, bytes]:
 class ServedReplica:
     """One simulated replica on one port."""
 
-    def __init__(self, profile: ReplicaProfile, clock: SimClock, workload: Workload, model: str) -> None:
-        self.replica = SimReplica(profile, clock)
+    def __init__(self, profile: ReplicaProfile, scheduler: Scheduler, workload: Workload, model: str) -> None:
+        self.replica = SimReplica(profile, scheduler)
         self.workload = workload
         self.model = model
         self.endpoint = HttpEndpoint(self.handle)
@@ -67,11 +67,11 @@ class ServedReplica:
 
 
 class SimFleet:
-    """Replicas of the given profiles (one each), sharing `clock`, each on its own loopback port."""
+    """Replicas of the given profiles (one each), sharing `scheduler`, each on its own loopback port."""
 
-    def __init__(self, profiles: list[ReplicaProfile], clock: SimClock, workload: Workload, model: str) -> None:
-        self.clock = clock
-        self.replicas = [ServedReplica(profile, clock, workload, model) for profile in profiles]
+    def __init__(self, profiles: list[ReplicaProfile], scheduler: Scheduler, workload: Workload, model: str) -> None:
+        self.scheduler = scheduler
+        self.replicas = [ServedReplica(profile, scheduler, workload, model) for profile in profiles]
         self.control = HttpEndpoint(self._control)
 
     @property

@@ -2,10 +2,12 @@
 replica computed before skips that prefix's prefill.
 
 A prefix is named by a key (a hash of the messages it holds, computed by whoever builds the request) and has a length
-in tokens. The cache keeps the prompts it admitted and the whole conversations it finished (prompt and output: the
-start of the same session's next turn). Cached tokens live in KV blocks that no running sequence holds, so the cache
-holds at most what the running sequences leave free, and gives up its least recently used prefixes first. Hits
-count in whole blocks, as vLLM's do.
+in tokens. The cache keeps the conversations the replica finished (prompt and output: the start of the same
+session's next turn). Their KV blocks are the free ones no running sequence holds, so the cache holds at most what
+the running sequences leave free and gives up its least recently used prefixes first; a hit hands the blocks to the
+request that found them (they are its KV now, counted once). Hits count in whole blocks, as vLLM's do. Prompts
+shared between concurrent requests (one prompt sampled several times) are not modelled: every rollout of the
+benchmark has a prompt of its own.
 """
 
 from collections import OrderedDict
@@ -18,12 +20,13 @@ class PrefixCache:
         self._tokens: OrderedDict[int, int] = OrderedDict()  # key -> tokens, least recently used first
         self.held = 0  # tokens the cached prefixes hold
 
-    def hit(self, prefixes: Sequence[tuple[int, int]]) -> int:
-        """Tokens of the longest cached prefix among `prefixes` ((key, tokens), shortest first), in whole blocks."""
+    def take(self, prefixes: Sequence[tuple[int, int]]) -> int:
+        """Tokens of the longest cached prefix among `prefixes` ((key, tokens), shortest first), in whole blocks;
+        that prefix leaves the cache for the request's own KV."""
         for key, _ in reversed(prefixes):
-            tokens = self._tokens.get(key)
+            tokens = self._tokens.pop(key, None)
             if tokens is not None:
-                self._tokens.move_to_end(key)
+                self.held -= tokens
                 return tokens - tokens % self.block_tokens
         return 0
 

@@ -1,11 +1,11 @@
-"""A simulated vLLM replica on the event loop's clock, time-scaled: `generate` answers when the engine's simulated
-time reaches the request's finish.
+"""A simulated vLLM replica on a clock: requests go in, and each comes out when simulated time reaches its last token.
 
-`SimClock` maps the loop's monotonic clock to simulated seconds (`scale` simulated seconds per wall second), shared
-by every replica of a fleet. The replica keeps at most one timer: for the next finish it can foresee; requests that
-arrive in between are admitted at their own arrival times when the engine catches up, so a late timer delays an
-answer but never changes the simulated schedule. `lag_s` counts how late answers went out (simulated seconds): a
-harness whose CPU cannot keep up shows there first.
+The clock is a `Scheduler`: `LoopScheduler` runs simulated time on an asyncio loop's clock, `scale` simulated
+seconds per wall second (the replicas fleet.py serves over HTTP); `events.EventQueue` runs it as fast as the CPU goes
+(the in-process fleet). The replica keeps at most one timer, for the next finish it can foresee; requests that arrive
+in between are admitted at their own arrival times when the engine catches up, so a late timer delays an answer but
+never changes the simulated schedule. `lag_s` counts how late answers went out (simulated seconds): a process whose
+CPU cannot keep up shows it there first.
 
 A replica can be killed (every request in it fails with `ReplicaDown`, its prefix cache is lost, new requests fail
 at once) and started again, empty.
@@ -13,6 +13,7 @@ at once) and started again, empty.
 
 import asyncio
 from dataclasses import dataclass
+from typing import Callable, Protocol
 
 from benchmarks.fleet.engine import BatchEngine, EngineStats, Seq, SimRequest
 from benchmarks.fleet.profile import ReplicaProfile
@@ -22,8 +23,20 @@ class ReplicaDown(ConnectionError):
     """The replica died (or was dead) while the request needed it."""
 
 
-class SimClock:
-    """Simulated seconds since the clock was made: `scale` of them per second of the running loop's clock."""
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Scheduler(Protocol):
+    def now(self) -> float:
+        """Simulated seconds."""
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Cancellable:
+        """Run `callback` once simulated time reaches `when`."""
+
+
+class LoopScheduler:
+    """Simulated time on the running asyncio loop: `scale` simulated seconds per second of the loop's clock."""
 
     def __init__(self, scale: float) -> None:
         if scale <= 0:
@@ -35,9 +48,8 @@ class SimClock:
     def now(self) -> float:
         return (self._loop.time() - self._start) * self.scale
 
-    def loop_time(self, sim_s: float) -> float:
-        """The loop time at which simulated time reaches `sim_s`."""
-        return self._start + sim_s / self.scale
+    def call_at(self, when: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        return self._loop.call_at(self._start + when / self.scale, callback)
 
 
 @dataclass(frozen=True)
@@ -64,54 +76,79 @@ class ReplicaSnapshot:
     lagged: int
 
 
+Done = Callable[[Completion], None]
+Failed = Callable[[ReplicaDown], None]
+
+
 class SimReplica:
-    def __init__(self, profile: ReplicaProfile, clock: SimClock) -> None:
+    def __init__(self, profile: ReplicaProfile, scheduler: Scheduler) -> None:
         self.profile = profile
-        self.clock = clock
+        self.scheduler = scheduler
         self.engine = BatchEngine(profile)
         self.alive = True
         self.lag_s = 0.0  # simulated seconds answers went out after their finish, summed
         self.lagged = 0
-        self._futures: dict[int, asyncio.Future[Completion]] = {}
-        self._timer: asyncio.TimerHandle | None = None
+        self._waiters: dict[int, tuple[Done, Failed]] = {}
+        self._timer: Cancellable | None = None
         self._timer_for = 0.0  # the simulated time the timer was set for
+        self._catching_up = False  # answering: a request submitted from an answer's callback waits for the loop
+
+    def submit(self, request: SimRequest, done: Done, failed: Failed) -> Seq | None:
+        """Put `request` into the batch: `done` gets its completion, or `failed` the replica's death. A dead replica
+        calls `failed` at once (and returns None)."""
+        if not self.alive:
+            failed(ReplicaDown("the replica is down"))
+            return None
+        idle = not self.engine.batch and not self.engine.waiting
+        seq = self.engine.submit(request, self.scheduler.now())
+        self._waiters[seq.seq_id] = (done, failed)
+        # A busy engine's timer already covers this request unless it could finish before the foreseen finish.
+        if not self._catching_up and (idle or self._timer is None
+                                      or request.output_tokens <= self.engine.steps_left() + 1):
+            self._catch_up(self.scheduler.now())
+        return seq
 
     async def generate(self, request: SimRequest) -> Completion:
-        """Run `request` through the batch; its completion once simulated time reaches its last token."""
-        if not self.alive:
-            raise ReplicaDown("the replica is down")
-        idle = not self.engine.batch and not self.engine.waiting
-        seq = self.engine.submit(request, self.clock.now())
+        """`submit` for a coroutine: the completion once simulated time reaches the request's last token; a
+        cancelled caller takes its request out of the batch (vLLM aborts a request whose connection closed)."""
         future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
-        self._futures[seq.seq_id] = future
-        # A busy engine's timer already covers this request unless it could finish before the foreseen finish.
-        if idle or self._timer is None or request.output_tokens <= self.engine.steps_left() + 1:
-            self._catch_up(self.clock.now())
+
+        def done(completion: Completion) -> None:
+            if not future.done():
+                future.set_result(completion)
+
+        def failed(error: ReplicaDown) -> None:
+            if not future.done():
+                future.set_exception(error)
+
+        seq = self.submit(request, done, failed)
         try:
             return await future
         except asyncio.CancelledError:
-            if self.alive and seq.finished_at < 0:
-                self._catch_up(self.clock.now())
-                self.engine.abort(seq)
-                self._arm()
+            if seq is not None:
+                self.abort(seq)
             raise
-        finally:
-            self._futures.pop(seq.seq_id, None)
+
+    def abort(self, seq: Seq) -> None:
+        if self.alive and self._waiters.pop(seq.seq_id, None) is not None:
+            self._catch_up(self.scheduler.now())
+            self.engine.abort(seq)
+            self._arm()
 
     def snapshot(self) -> ReplicaSnapshot:
         if self.alive:
-            self.engine.advance(self.clock.now())
-        return ReplicaSnapshot(self.clock.now(), self.alive, self.engine.batch, len(self.engine.waiting),
+            self._catch_up(self.scheduler.now())
+        return ReplicaSnapshot(self.scheduler.now(), self.alive, self.engine.batch, len(self.engine.waiting),
                                self.engine.stats.copy(), self.lag_s, self.lagged)
 
     def kill(self) -> None:
         """Die: every request in the replica fails, and so does every new one until `revive`."""
         self.alive = False
         self._cancel_timer()
-        for seq in self.engine.drop_all():
-            future = self._futures.pop(seq.seq_id, None)
-            if future is not None and not future.done():
-                future.set_exception(ReplicaDown("the replica died"))
+        self.engine.drop_all()
+        waiters, self._waiters = self._waiters, {}
+        for _, failed in waiters.values():
+            failed(ReplicaDown("the replica died"))
 
     def revive(self) -> None:
         """Start again, empty (a restarted vLLM has no prefix cache)."""
@@ -119,24 +156,30 @@ class SimReplica:
             stats = self.engine.stats
             self.engine = BatchEngine(self.profile)
             self.engine.stats = stats
-            self.engine.t = self.clock.now()
+            self.engine.t = self.scheduler.now()
             self.alive = True
 
     def _catch_up(self, now: float) -> None:
-        for seq in self.engine.advance(now):
-            self._answer(seq, now)
+        """Simulate up to `now`, answer what finished, and set the timer for the next finish."""
+        self._catching_up = True
+        try:
+            while True:  # answers may submit more (a closed loop), to be admitted at `now` too
+                finished = self.engine.advance(now)
+                if not finished:
+                    break
+                for seq in finished:
+                    late = now - seq.finished_at
+                    if late > 0:
+                        self.lag_s += late
+                        self.lagged += 1
+                    waiter = self._waiters.pop(seq.seq_id, None)
+                    if waiter is not None:
+                        waiter[0](Completion(seq.request.output_tokens, seq.cached_tokens,
+                                             seq.admitted_at - seq.arrived_at, seq.finished_at - seq.arrived_at,
+                                             seq.preemptions))
+        finally:
+            self._catching_up = False
         self._arm()
-
-    def _answer(self, seq: Seq, now: float) -> None:
-        late = now - seq.finished_at
-        if late > 0:
-            self.lag_s += late
-            self.lagged += 1
-        future = self._futures.pop(seq.seq_id, None)
-        if future is not None and not future.done():
-            future.set_result(Completion(seq.request.output_tokens, seq.cached_tokens,
-                                         seq.admitted_at - seq.arrived_at, seq.finished_at - seq.arrived_at,
-                                         seq.preemptions))
 
     def _arm(self) -> None:
         at = self.engine.next_finish_at()
@@ -147,12 +190,12 @@ class SimReplica:
             return
         self._cancel_timer()
         self._timer_for = at
-        self._timer = asyncio.get_running_loop().call_at(self.clock.loop_time(at), self._fire)
+        self._timer = self.scheduler.call_at(at, self._fire)
 
     def _fire(self) -> None:
         self._timer = None
-        # The loop may wake a little before the time it was asked for: that time has come all the same.
-        self._catch_up(max(self.clock.now(), self._timer_for))
+        # A loop may wake a little before the time it was asked for: that time has come all the same.
+        self._catch_up(max(self.scheduler.now(), self._timer_for))
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:

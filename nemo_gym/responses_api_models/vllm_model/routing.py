@@ -32,7 +32,7 @@ import mmap
 import multiprocessing
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Callable, Literal
 
 RoutingMode = Literal["load_aware", "hash"]
 OVERLOAD_FACTOR = 1.25
@@ -95,7 +95,10 @@ class ReplicaRouter:
     """Picks a replica per request and counts the requests in flight on each (see the module docstring)."""
 
     def __init__(self, replicas: int, mode: RoutingMode = "load_aware", *, overload_factor: float = OVERLOAD_FACTOR,
-                 overload_slack: int = OVERLOAD_SLACK, probe_interval_s: float = PROBE_INTERVAL_S) -> None:
+                 overload_slack: int = OVERLOAD_SLACK, probe_interval_s: float = PROBE_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`clock` times the probes: monotonic seconds, one clock for every process (a simulation passes its
+        own)."""
         if replicas < 1:
             raise ValueError("a router needs at least one replica")
         if replicas >= 1 << 16:
@@ -105,6 +108,7 @@ class ReplicaRouter:
         self.overload_factor = overload_factor
         self.overload_slack = overload_slack
         self.probe_interval_s = probe_interval_s
+        self.clock = clock
         self._table = _SharedTable(replicas)
         self._round_robin = 0
 
@@ -138,12 +142,14 @@ class ReplicaRouter:
             if not table.replica[base + _DOWN]:
                 table.replica[base + _DOWN] = 1.0
                 table.replica[base + _DOWNS] += 1
-                table.replica[base + _PROBE_AT] = time.monotonic() + self.probe_interval_s
+                table.replica[base + _PROBE_AT] = self.clock() + self.probe_interval_s
 
     def due_probes(self) -> list[int]:
         """Down replicas whose probe is due, each claimed for one caller (its next probe pushed back an interval)."""
         table = self._table
-        now = time.monotonic()
+        if not any(table.replica[i * _REPLICA_FIELDS + _DOWN] for i in range(self.replicas)):
+            return []  # the usual case, answered without the lock
+        now = self.clock()
         due = []
         with table.lock:
             for i in range(self.replicas):
