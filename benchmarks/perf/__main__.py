@@ -36,6 +36,8 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "experience": ("real vLLM: per-sample vs batched turns; experience layer vs a direct client", True),
     "async_collector": ("real vLLM: asynchronous vs synchronous generate-then-train", True),
     "benchmark_runs": ("real vLLM: arithmetic and humaneval rewards, collection time", True),
+    "environment_runs": ("real vLLM: multiple_choice, instruction_following and judge rewards, the judge on the "
+                         "same vLLM", True),
     "grpo_learning": ("real vLLM + the example GRPO trainer: held-out arithmetic reward before and after N steps, "
                       "weight push cost", True),
     "grpo_off_policy": ("real vLLM + the example GRPO trainer: reward per step at max trajectory age 0, 1 and 2, "

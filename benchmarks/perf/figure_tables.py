@@ -366,6 +366,34 @@ def benchmark_runs(r: Report) -> str:
     return "\n".join(out)
 
 
+def environment_runs(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+
+    def own(name: str, m: dict[str, float]) -> str:
+        if name == "multiple_choice":
+            chosen = ", ".join(f"{k.split('/')[0].removeprefix('chosen_')} {v:.2f}" for k, v in m.items()
+                               if k.startswith("chosen_"))
+            right = ", ".join(f"{k.split('/')[0].removeprefix('expected_answer_')} {v:.2f}" for k, v in m.items()
+                              if k.startswith("expected_answer_"))
+            return f"chosen: {chosen}; accuracy where the right option is {right}"
+        if name == "instruction_following":
+            kinds = sorted((v, k.removeprefix("mean/followed:")) for k, v in m.items() if k.startswith("mean/followed:"))
+            return (f"instruction-level accuracy {m['instruction_level_accuracy']:.3f}; kinds followed most: "
+                    + ", ".join(f"{k} {v:.2f}" for v, k in kinds[::-1][:3]))
+        return f"orders agree {m.get('mean/judge_orders_agree', float('nan')):.2f}"
+
+    out = [f"Source: {source(r)}; temperature {r['settings']['temperature']}, 32 in parallel.", "",
+           "| benchmark | rollouts scored (failed) | mean reward (95% CI) | the environment's own metrics | "
+           "collection (whole command) |", "|---|---|---|---|---|"]
+    for name, run in r["runs"].items():
+        failed_runs = ", ".join(f"{n} {k}" for k, n in run["failed"].items()) or "none"
+        out.append(f"| {name} | {run['rollouts']} ({failed_runs}) | {run['mean_reward']:.3f} "
+                   f"({run['ci95'][0]:.3f}–{run['ci95'][1]:.3f}) | {own(name, run['own_metrics'])} | "
+                   f"{run['collection_s']} s ({run['command_wall_s']} s) |")
+    return "\n".join(out)
+
+
 # block name -> (results file it reads, renderer)
 def grpo_learning(r: Report) -> str:
     if (failed := _failed(r)) is not None:
@@ -466,6 +494,7 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "experience": ("experience", experience),
     "async_collector": ("async_collector", async_collector),
     "benchmark_runs": ("benchmark_runs", benchmark_runs),
+    "environment_runs": ("environment_runs", environment_runs),
     "grpo_learning": ("grpo_learning", grpo_learning),
     "grpo_vs_trl": ("grpo_vs_trl", grpo_vs_trl),
     "grpo_off_policy": ("grpo_off_policy", grpo_off_policy),

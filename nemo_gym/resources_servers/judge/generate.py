@@ -8,12 +8,10 @@ first, which is what a judge, not a string match, can see. Each row carries `que
 same seed always gives the same rows; the shipped `data/example.jsonl` is `--n 30 --seed 0`.
 """
 
-import argparse
 import random
-from pathlib import Path
 from typing import Any, Callable
 
-from nemo_gym.resources_servers.generated_rows import write_rows
+from nemo_gym.resources_servers.generated_rows import generator_main
 
 INSTRUCTION = "Answer briefly."
 MAX_OUTPUT_TOKENS = 64  # a short answer; the cap stops a rambling one
@@ -89,14 +87,7 @@ def generate_rows(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Generate short-answer questions as JSONL input rows for the judge.")
-    parser.add_argument("--n", type=int, default=30, help="number of questions (default: 30)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same rows")
-    parser.add_argument("--out", type=Path, default=None, help="output JSONL file (default: standard output)")
-    args = parser.parse_args(argv)
-    if args.n < 0:
-        parser.error("--n must be >= 0")
-    write_rows(generate_rows(args.n, args.seed), args.out)
+    generator_main("Generate short-answer questions as JSONL input rows for the judge.", generate_rows, 30, argv)
 
 
 if __name__ == "__main__":

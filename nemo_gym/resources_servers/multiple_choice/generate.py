@@ -8,12 +8,10 @@ position-bias metrics compare against); the other options are drawn from the sam
 the same rows; the shipped `data/example.jsonl` is `--n 40 --seed 0`.
 """
 
-import argparse
 import random
-from pathlib import Path
 from typing import Any, Callable
 
-from nemo_gym.resources_servers.generated_rows import write_rows
+from nemo_gym.resources_servers.generated_rows import generator_main
 
 LETTERS = "ABCD"
 INSTRUCTION = "Answer with the letter of the correct option."
@@ -91,14 +89,7 @@ def generate_rows(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Generate four-option questions as JSONL input rows.")
-    parser.add_argument("--n", type=int, default=40, help="number of questions (default: 40)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same rows")
-    parser.add_argument("--out", type=Path, default=None, help="output JSONL file (default: standard output)")
-    args = parser.parse_args(argv)
-    if args.n < 0:
-        parser.error("--n must be >= 0")
-    write_rows(generate_rows(args.n, args.seed), args.out)
+    generator_main("Generate four-option questions as JSONL input rows.", generate_rows, 40, argv)
 
 
 if __name__ == "__main__":
