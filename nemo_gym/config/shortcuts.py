@@ -3,6 +3,7 @@
 `+model=<folder or Hugging Face id>` is what a `local_vllm_model` server loads (and serves under the folder's name),
 or the served model name a `vllm_model` server requests. `+model_url=<OpenAI-compatible /v1 URL>` points the
 policy model at a server that is already running: a `local_vllm_model` becomes a `vllm_model` that starts nothing.
+Where the config also holds `policy_base_url` / `policy_model_name` (env.yaml's), they take the shortcut's values too.
 The server they apply to is `policy_model`, or the config's only vllm-backed model server.
 """
 
@@ -18,6 +19,8 @@ LOCAL_VLLM = "local_vllm_model"
 VLLM = "vllm_model"
 MODELS_KIND = "responses_api_models"
 POLICY_MODEL = "policy_model"
+POLICY_BASE_URL = "policy_base_url"
+POLICY_MODEL_NAME = "policy_model_name"
 
 
 class ModelShortcuts(Settings):
@@ -74,3 +77,9 @@ def apply_model_shortcuts(raw: dict[str, Any]) -> None:
             settings["base_url"] = shortcuts.model_url
         implementation = VLLM
     raw[name] = {MODELS_KIND: {implementation: settings}}
+    # The top-level values they stand for (env.yaml's), so that no stale one is left to print or to interpolate.
+    if shortcuts.model_url is not None and POLICY_BASE_URL in raw:
+        raw[POLICY_BASE_URL] = shortcuts.model_url
+    if (shortcuts.model is not None or shortcuts.model_url is not None) and POLICY_MODEL_NAME in raw \
+            and implementation == VLLM and "${" not in str(settings.get("model")):
+        raw[POLICY_MODEL_NAME] = settings["model"]
