@@ -31,8 +31,11 @@ import hashlib
 import mmap
 import multiprocessing
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Awaitable, Callable, Iterator, Literal
+
+from nemo_gym.failures import RequestFailed
 
 RoutingMode = Literal["load_aware", "hash"]
 OVERLOAD_FACTOR = 1.25
@@ -129,6 +132,20 @@ class ReplicaRouter:
             table.replica[index * _REPLICA_FIELDS + _IN_FLIGHT] += 1
         return index
 
+    @contextmanager
+    def routed(self, session: str | None) -> Iterator[int]:
+        """`pick` for the length of one request: in flight until it ends; a connection failure marks the replica
+        down (and still fails the request: its retry is the collector's)."""
+        index = self.pick(session)
+        try:
+            yield index
+        except RequestFailed as exc:
+            if exc.failure_class == "connect":
+                self.failed_to_connect(index)
+            raise
+        finally:
+            self.done(index)
+
     def done(self, index: int) -> None:
         """A request picked for `index` ended (answered or failed)."""
         with self._table.lock:
@@ -224,6 +241,16 @@ class ReplicaRouter:
                 victim = slot
         table.fingerprints[victim] = fingerprint
         table.owners[victim] = owner
+
+
+async def probe(router: ReplicaRouter, index: int, check: Callable[[], Awaitable[object]]) -> bool:
+    """Run `check` (a request to down replica `index`); if it answers, the replica takes requests again."""
+    try:
+        await check()
+    except RequestFailed:
+        return False
+    router.up_again(index)
+    return True
 
 
 _SHARED: dict[tuple[str, int, str], ReplicaRouter] = {}

@@ -1,13 +1,15 @@
 """The replica router: sticky sessions, least-loaded placement, the overload bound, down replicas and their probes,
 hash routing, and one table shared by forked worker processes."""
 
+import asyncio
 import multiprocessing
 from collections import Counter
 
 import pytest
 
+from nemo_gym.failures import RequestFailed
 from nemo_gym.responses_api_models.vllm_model.routing import (
-    OVERLOAD_FACTOR, OVERLOAD_SLACK, SESSION_BUCKETS, ReplicaRouter, session_fingerprint, shared_router,
+    OVERLOAD_FACTOR, OVERLOAD_SLACK, SESSION_BUCKETS, ReplicaRouter, probe, session_fingerprint, shared_router,
 )
 
 
@@ -135,3 +137,34 @@ def test_worker_processes_share_one_table() -> None:
 def test_replica_counts_out_of_range_are_refused(replicas: int) -> None:
     with pytest.raises(ValueError):
         ReplicaRouter(replicas)
+
+
+def test_routed_counts_the_request_and_a_connection_failure_takes_its_replica_down() -> None:
+    router = ReplicaRouter(2)
+    with router.routed("s") as index:
+        assert router.snapshot().in_flight[index] == 1
+    assert router.snapshot().in_flight == [0, 0]
+    with pytest.raises(RequestFailed):
+        with router.routed("s") as index:
+            raise RequestFailed("timeout", "slow, not dead")
+    assert router.snapshot().down == [False, False]
+    with pytest.raises(RequestFailed):
+        with router.routed("s") as index:
+            raise RequestFailed("connect", "connection refused")
+    assert router.snapshot().down[index] and router.snapshot().in_flight == [0, 0]
+
+
+def test_a_probe_that_answers_brings_the_replica_back() -> None:
+    router = ReplicaRouter(2)
+    router.failed_to_connect(1)
+
+    async def refused() -> None:
+        raise RequestFailed("connect", "connection refused")
+
+    async def answers() -> dict[str, list[object]]:
+        return {"data": []}
+
+    assert asyncio.run(probe(router, 1, refused)) is False
+    assert router.snapshot().down[1]
+    assert asyncio.run(probe(router, 1, answers)) is True
+    assert not router.snapshot().down[1]
