@@ -23,9 +23,10 @@ def _normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-# Extras whose packages the shipped code imports (lazily where the collector could reach them); the vllm extras are
-# run as a subprocess (python -m vllm.entrypoints...), never imported, and dev is the tests'.
-IMPORTED_EXTRAS = ("trainer", "sandbox", "wandb", "hf")
+# Extras whose packages the shipped code imports (lazily where the collector could reach them); vLLM runs as a
+# subprocess (python -m vllm.entrypoints...) and is imported only inside its own processes (nemo_gym.vllm_plugin and
+# the gloo weight-transfer engine it registers); dev is the tests'.
+IMPORTED_EXTRAS = ("trainer", "sandbox", "wandb", "hf", "vllm")
 
 
 def _declared(group: str | None = None) -> set[str]:

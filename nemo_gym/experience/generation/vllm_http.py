@@ -6,10 +6,11 @@ on one private event loop in a background thread owned by the backend, so there 
 concurrency limit whoever calls: `generate` from plain code or from inside a running loop, `generate_async` from
 any loop (it awaits the private loop's work without blocking the caller's).
 
-Weight updates (`update_weights`, `invalidate_kv_cache`) use vLLM's dev-mode endpoints at each server root
-(vllm_refit.py): every replica is paused with `keep`, reloaded from the trainer's folder and resumed, all replicas
-concurrently; `weight_version` advances only once every replica reports the new version. Each sample's
-`weight_versions` comes from weight_versions.py.
+Weight updates (`update_weights`, `invalidate_kv_cache`) use vLLM's dev-mode endpoints at each server root, all
+replicas concurrently, over the transport the trainer chose: `disk` reloads each replica from the trainer's folder
+(vllm_refit.py); `gloo` (CPU) and `nccl` (CUDA) send the model's tensors over vLLM's weight-transfer API
+(vllm_collective.py). Each replica is paused with `keep` around the load; `weight_version` advances only once every
+replica reports the new version. Each sample's `weight_versions` comes from weight_versions.py.
 """
 
 import asyncio
@@ -17,8 +18,11 @@ import concurrent.futures
 import itertools
 import os
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, AsyncIterator, Optional, Sequence
+
+import torch
 
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
 from nemo_gym.experience.errors import GenerationError, WeightUpdateError
@@ -37,7 +41,15 @@ from nemo_gym.experience.generation.samples import (
     sample_requests,
 )
 from nemo_gym.experience.generation.settings import sampling_of, stop_fields, stop_token_ids_of
-from nemo_gym.experience.generation.vllm_refit import CONTROL_TIMEOUT_S, reload_replica, reset_replica_kv, server_root
+from nemo_gym.experience.generation.vllm_collective import DISK, WEIGHT_TRANSPORTS, CollectiveTransport
+from nemo_gym.experience.generation.vllm_refit import (
+    CONTROL_TIMEOUT_S,
+    Step,
+    reload_replica,
+    reset_replica_kv,
+    server_root,
+)
+from nemo_gym.experience.generation.weight_source import TensorMeta, WeightSource, weight_source
 from nemo_gym.experience.generation.weight_versions import WeightVersionLog
 from nemo_gym.experience.generation.weights import check_weights_dir
 from nemo_gym.http_client import HttpClient, RequestFailed, RetryPolicy
@@ -75,8 +87,13 @@ def _parse_choice(reply: Any, url: str, request: SampleRequest) -> GeneratedSamp
 class VllmHttpGeneration(GenerationInterface):
     """vLLM over HTTP, token in / token out, one request per sample, over one or several replicas.
 
-    `weight_version` is the version the replicas serve at construction. `weight_update_timeout_s` bounds a
-    replica's pause + load + relabel in `update_weights` (its /resume and check get 30 s more each).
+    `weight_version` is the version the replicas serve at construction. `weight_transport` is how `update_weights`
+    moves weights: "disk" (a folder the trainer wrote, the default), "gloo" (the model's tensors over gloo, for
+    replicas on CPU started with local_vllm_model's weight_transfer_args) or "nccl" (over vLLM's NCCL engine, from a
+    trainer on a GPU); `weight_transfer_address` is where a gloo group listens for the replicas' workers (this
+    machine's loopback by default). `weight_update_timeout_s` bounds a replica's pause + load + relabel in
+    `update_weights` (its /resume and check get 30 s more each), and a collective push's rendezvous and broadcast
+    each too.
     `max_attempts` is per completion request, 1 by default: the caller holds the retry budget (the trajectory
     collector's `max_group_attempts`, or a trainer's own), as every server does (docs/architecture.md, "Retry
     budget"). Raise it only where nothing above retries; it then retries connection failures, timeouts, 5xx and 429.
@@ -96,12 +113,16 @@ class VllmHttpGeneration(GenerationInterface):
         weight_version: int = 0,
         weight_update_timeout_s: float = 300.0,
         max_attempts: int = 1,
+        weight_transport: str = DISK,
+        weight_transfer_address: str = "127.0.0.1",
     ) -> None:
         require_config(config, ("model_name", "max_new_tokens", "max_seq_len", "pad_token_id"), "VllmHttpGeneration")
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        if weight_transport not in WEIGHT_TRANSPORTS:
+            raise ValueError(f"weight_transport must be one of {WEIGHT_TRANSPORTS}, got {weight_transport!r}")
         self.config = config
         self.base_urls = _base_url_list(base_urls)
         self._headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
@@ -116,6 +137,11 @@ class VllmHttpGeneration(GenerationInterface):
         self._versions = WeightVersionLog(weight_version)  # read and changed on the private loop only
         self._weight_update_timeout_s = weight_update_timeout_s
         self._update_lock = threading.Lock()  # one update or invalidation at a time
+        self.weight_transport = weight_transport
+        self._collective = (None if weight_transport == DISK else
+                            CollectiveTransport(weight_transport, self._http, self._headers, weight_update_timeout_s,
+                                                weight_transfer_address))
+        self.last_weight_update: dict[str, dict[str, float]] = {}  # replica -> step -> seconds, of the last update
 
     def __repr__(self) -> str:  # never shows the api key
         return f"VllmHttpGeneration(model={self.config['model_name']!r}, base_urls={self.base_urls})"
@@ -128,25 +154,46 @@ class VllmHttpGeneration(GenerationInterface):
     def weight_version(self) -> int:
         return self._versions.version
 
-    def update_weights(self, weights_dir: str | os.PathLike, version: int) -> None:
-        """Load `weights_dir` into every replica (concurrently); on return each one serves and reports `version`.
+    def update_weights(self, weights: str | os.PathLike[str] | torch.nn.Module | WeightSource,
+                       version: int) -> None:
+        """Load `weights` into every replica (concurrently); on return each one serves and reports `version`.
 
-        The folder is checked before any replica is touched (vLLM's engine dies on a missing or truncated file).
-        Then each replica is paused with `keep` (requests in flight freeze, and finish on the new weights), reloaded,
-        relabelled and resumed, resumed even when its load failed. WeightUpdateError names every replica that did
-        not take `version` and why, and those that did; `weight_version` then stays where it was.
+        With the disk transport `weights` is a folder (weights.write_weights), checked before any replica is touched
+        (vLLM's engine dies on a missing or truncated file); with gloo or nccl it is the model (or a WeightSource),
+        whose tensors go straight to the replicas. Each replica is paused with `keep` around the load (requests in
+        flight freeze, and finish on the new weights) and resumed, also when its load failed, unless the load may
+        have left its model half-loaded (then it stays paused and the error says so). WeightUpdateError names every
+        replica that did not take `version` and why, and those that did; `weight_version` then stays where it was.
+        `last_weight_update` has each replica's steps and their wall times.
         """
         roots = [server_root(url) for url in self.base_urls]
-        try:
-            check_weights_dir(weights_dir)
-        except ValueError as exc:
-            raise WeightUpdateError(version, {root: f"invalid_weights: {exc}" for root in roots}, [],
-                                    self.weight_version, note="no replica was touched") from None
-        path = os.path.abspath(weights_dir)  # vLLM resolves it from its own working directory
-        with self._update_lock:
-            future = asyncio.run_coroutine_threadsafe(self._update_all(roots, path, version), self._private_loop())
+        if self._collective is None:
+            if not isinstance(weights, (str, os.PathLike)):
+                raise TypeError(f"weight_transport='disk' loads a weights folder (weights.write_weights), not "
+                                f"{type(weights).__name__}; to send a model's tensors, construct VllmHttpGeneration "
+                                f"with weight_transport='gloo' (CPU) or 'nccl' (CUDA)")
             try:
-                failed = future.result(timeout=self._weight_update_timeout_s + _AFTER_LOAD_S)
+                check_weights_dir(weights)
+            except ValueError as exc:
+                raise WeightUpdateError(version, {root: f"invalid_weights: {exc}" for root in roots}, [],
+                                        self.weight_version, note="no replica was touched") from None
+            path = os.path.abspath(weights)  # vLLM resolves it from its own working directory
+            bound_s = self._weight_update_timeout_s + _AFTER_LOAD_S
+            push = self._disk_push(path, version)
+        else:
+            if isinstance(weights, (str, os.PathLike)):
+                raise TypeError(f"weight_transport={self.weight_transport!r} sends a model's tensors: pass the model "
+                                f"(torch.nn.Module) or a WeightSource, not a folder; a folder needs "
+                                f"weight_transport='disk'")
+            source = weight_source(weights)
+            metas = source.metadata()
+            # The rendezvous (first push only), the broadcast and the paused load are bounded one by one.
+            bound_s = 3 * self._weight_update_timeout_s + _AFTER_LOAD_S
+            push = self._collective_push(source, metas, version)
+        with self._update_lock:
+            future = asyncio.run_coroutine_threadsafe(self._update_all(roots, push, version), self._private_loop())
+            try:
+                failed = future.result(timeout=bound_s)
             except concurrent.futures.TimeoutError:
                 future.cancel()
                 raise WeightUpdateError(version, {root: "timeout: the update did not finish" for root in roots}, [],
@@ -158,6 +205,23 @@ class VllmHttpGeneration(GenerationInterface):
             raise WeightUpdateError(version, failed, [root for root in roots if root not in failed],
                                     self.weight_version)
 
+    def _disk_push(self, path: str, version: int) -> Callable[[str, Step], Awaitable[Optional[str]]]:
+        async def push(root: str, step: Step) -> Optional[str]:
+            return await reload_replica(self._http, root, path, version, self._weight_update_timeout_s,
+                                        self._headers, step)
+
+        return push
+
+    def _collective_push(self, source: WeightSource, metas: list[TensorMeta],
+                         version: int) -> Callable[[str, Step], Awaitable[Optional[str]]]:
+        collective = self._collective
+        assert collective is not None
+
+        async def push(root: str, step: Step) -> Optional[str]:
+            return await collective.push(root, source, metas, version, step)
+
+        return push
+
     def invalidate_kv_cache(self) -> bool:
         """Drop every replica's cached keys and values (vLLM `/reset_prefix_cache?reset_running_requests=true`):
         running requests are preempted and recompute theirs with the weights loaded now. True when every replica
@@ -167,17 +231,18 @@ class VllmHttpGeneration(GenerationInterface):
             future = asyncio.run_coroutine_threadsafe(self._reset_all(roots), self._private_loop())
             return all(future.result())
 
-    async def _update_all(self, roots: list[str], path: str, version: int) -> dict[str, str]:
+    async def _update_all(self, roots: list[str], push: Callable[[str, Step], Awaitable[Optional[str]]],
+                          version: int) -> dict[str, str]:
         self._versions.begin(version)
         succeeded = False
+        steps = {root: Step("start") for root in roots}
         try:
-            reasons = await asyncio.gather(*(
-                reload_replica(self._http, root, path, version, self._weight_update_timeout_s, self._headers)
-                for root in roots))
+            reasons = await asyncio.gather(*(push(root, steps[root]) for root in roots))
             failed = {root: reason for root, reason in zip(roots, reasons) if reason is not None}
             succeeded = not failed
         finally:
             self._versions.end(succeeded)
+            self.last_weight_update = {root: step.seconds for root, step in steps.items()}
         return failed
 
     async def _reset_all(self, roots: list[str]) -> list[bool]:
@@ -226,6 +291,8 @@ class VllmHttpGeneration(GenerationInterface):
         with self._start_lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = self._semaphore = None
+        if self._collective is not None:
+            self._collective.close()
         if loop is None or thread is None:
             return
         asyncio.run_coroutine_threadsafe(self._http.aclose(), loop).result(timeout=30)

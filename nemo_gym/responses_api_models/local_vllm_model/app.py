@@ -4,7 +4,8 @@ Settings: `model_path`, `served_model_name` (default: the folder name), `max_mod
 (default: bfloat16 where the CPU has native bf16 or there is a GPU, else float32; see dtype.py), `vllm_args` (extra
 command-line arguments, e.g. tool-call parser flags), `cpu_kvcache_space_gib` (sets VLLM_CPU_KVCACHE_SPACE; default
 2 unless the environment sets it), `gpu_memory_utilization`, `enable_weight_updates` (vLLM's dev-mode endpoints,
-which a trainer's VllmHttpGeneration.update_weights uses), plus every vllm_model setting except `base_url`.
+which a trainer's VllmHttpGeneration.update_weights uses, and vLLM's weight-transfer engine for its gloo and nccl
+transports: weight_transfer.py), plus every vllm_model setting except `base_url`.
 Where `nvidia-smi -L` lists a GPU, vLLM starts with GPU arguments (device.py): bfloat16, the GPU memory fraction,
 and no --enforce-eager. `/health` answers 503 until vLLM serves, so ng_run's `startup_timeout_s` must cover its cold
 start.
@@ -24,6 +25,7 @@ from nemo_gym.config.servers import ServerSpec
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.responses_api_models.local_vllm_model.command import vllm_command, vllm_env
 from nemo_gym.responses_api_models.local_vllm_model.device import has_nvidia_gpu
+from nemo_gym.responses_api_models.local_vllm_model.weight_transfer import weight_transfer_args
 from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
 from nemo_gym.server.supervisor import free_port
 
@@ -58,7 +60,11 @@ class LocalVLLMModelServer(VLLMModelServer):
         return vllm_command(model_path=self.model_path, served_model_name=self.model, host="127.0.0.1", port=port,
                             max_model_len=self.settings.max_model_len, gpu=self.gpu, dtype=self.settings.dtype,
                             gpu_memory_utilization=self.settings.gpu_memory_utilization,
-                            vllm_args=self.settings.vllm_args)
+                            vllm_args=[*self._weight_transfer_args(), *self.settings.vllm_args])
+
+    def _weight_transfer_args(self) -> list[str]:
+        # First, so that a --weight-transfer-config of the user's own in vllm_args wins.
+        return weight_transfer_args(self.gpu) if self.settings.enable_weight_updates else []
 
     def vllm_env(self) -> dict[str, str]:
         return vllm_env(cpu_kvcache_space_gib=self.settings.cpu_kvcache_space_gib,

@@ -1,5 +1,7 @@
 """local_vllm_model's `enable_weight_updates`: vLLM's dev-mode endpoints only when asked for, and only on loopback."""
 
+import json
+
 import pytest
 
 from nemo_gym.config.servers import ServerSpec
@@ -33,3 +35,15 @@ def test_weight_updates_accept_loopback_hosts() -> None:
     settings = server_settings(LocalVLLMModelServer, spec(enable_weight_updates=True,
                                                           vllm_args=["--host", "localhost", "--host=::1"]))
     assert settings.enable_weight_updates
+
+
+@pytest.mark.parametrize("gpu, backend", [(False, "nemo_gym_gloo"), (True, "nccl")])
+def test_weight_updates_start_the_weight_transfer_engine_of_the_device(gpu: bool, backend: str) -> None:
+    assert "--weight-transfer-config" not in LocalVLLMModelServer(spec()).vllm_command(8000)
+    server = LocalVLLMModelServer(spec(enable_weight_updates=True, vllm_args=["--enforce-eager"]))
+    server.gpu = gpu  # both devices, whatever this machine has
+    command = server.vllm_command(8000)
+    assert json.loads(command[command.index("--weight-transfer-config") + 1]) == {"backend": backend}
+    own = ["--weight-transfer-config", '{"backend": "ipc"}']  # the user's own choice comes later, so it wins
+    command = LocalVLLMModelServer(spec(enable_weight_updates=True, vllm_args=own)).vllm_command(8000)
+    assert command[-2:] == own
