@@ -26,7 +26,7 @@ import orjson
 
 from nemo_gym.config.servers import parse_server_tree
 from nemo_gym.errors import DownstreamError, NemoGymError
-from nemo_gym.http_client import NO_RETRY, HttpClient
+from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts
 from nemo_gym.rollout_collection.collect import AGENT_KIND, CollectionSummary, print_summary
 from nemo_gym.rollout_collection.config import RolloutReverificationConfig
@@ -203,8 +203,8 @@ async def reverify_rollouts(config: RolloutReverificationConfig,
     behind ng_reverify_rollouts."""
     _check_source(config)
     source_lock = _hold_source(Path(config.input_jsonl_fpath))
-    http = HttpClient(read_timeout_s=config.verify_timeout_s, max_connections=config.num_samples_in_parallel + 16,
-                      retry=NO_RETRY)  # the runner counts attempts itself, across runs
+    # One attempt per request (the client's default): the runner counts attempts itself, across runs.
+    http = HttpClient(read_timeout_s=config.verify_timeout_s, max_connections=config.num_samples_in_parallel + 16)
     try:
         servers = ServerClient(config.head_server_url, http)
         with closing(_steps(config)) as steps:
