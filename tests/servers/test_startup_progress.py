@@ -5,36 +5,21 @@ whole line (newline included) while ng_run keeps running."""
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from nemo_gym.server.startup_progress import Starting, last_log_line, waiting_line
+from tests.helpers.processes import OutputReader
 from tests.helpers.stack import REPO_ROOT, free_port
 
 ECHO_APP = REPO_ROOT / "tests" / "helpers" / "echo_app.py"
 HEALTHY_LINE = b"all servers healthy; Ctrl-C to stop\n"
 
 
-class Output:
-    """A child's stdout, read as it comes, so a test can wait for a piece of it (the deadline only bounds a failure)."""
-
-    def __init__(self, popen: subprocess.Popen) -> None:
-        self.data = b""
-        self._changed = threading.Condition()
-        threading.Thread(target=self._read, args=(popen.stdout,), daemon=True).start()
-
-    def _read(self, stream) -> None:
-        while chunk := stream.read1(4096):
-            with self._changed:
-                self.data += chunk
-                self._changed.notify_all()
-
-    def wait_for(self, piece: bytes, timeout_s: float = 120) -> None:
-        with self._changed:
-            if not self._changed.wait_for(lambda: piece in self.data, timeout=timeout_s):
-                pytest.fail(f"{piece!r} not seen in ng_run's output:\n{self.data.decode(errors='replace')}")
+def _wait_for(output: OutputReader, piece: bytes) -> None:
+    if not output.wait_for(piece):
+        pytest.fail(f"{piece!r} not seen in ng_run's output:\n{output.text}")
 
 
 def test_ng_run_and_ng_status_say_what_is_still_starting(tmp_path: Path) -> None:
@@ -47,9 +32,9 @@ def test_ng_run_and_ng_status_say_what_is_still_starting(tmp_path: Path) -> None
     popen = subprocess.Popen(
         [sys.executable, "-c", "from nemo_gym.cli.run import main; main()", f"+config_paths=[{tmp_path}/servers.yaml]",
          head, f"+log_dir={tmp_path}/logs"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    output = Output(popen)
+    output = OutputReader(popen)
     try:
-        output.wait_for(b"still starting 1 of 2 servers: slow (")
+        _wait_for(output, b"still starting 1 of 2 servers: slow (")
         progress = next(line for line in output.data.decode().splitlines() if line.startswith("still starting"))
         assert progress.endswith(f'; last log line: "loading: waiting for {ready}")'), progress
 
@@ -62,7 +47,7 @@ def test_ng_run_and_ng_status_say_what_is_still_starting(tmp_path: Path) -> None
         assert all(line == line.rstrip() for line in status.stdout.splitlines())  # no padding after the last column
 
         ready.touch()
-        output.wait_for(HEALTHY_LINE)  # the whole line, newline included, while ng_run keeps running
+        _wait_for(output, HEALTHY_LINE)  # the whole line, newline included, while ng_run keeps running
         assert popen.poll() is None
     finally:
         popen.send_signal(signal.SIGINT)
