@@ -12,13 +12,15 @@ from typing import Any, Literal
 from nemo_gym.errors import DownstreamError
 
 FailureClass = Literal["connect", "timeout", "http_5xx", "http_4xx", "invalid_response", "agent_error",
-                       "judge_error"]
+                       "judge_error", "rate_limited"]
 FAILURE_CLASSES: tuple[str, ...] = typing.get_args(FailureClass)
 # The judge model of an environment failed or gave no verdict: the rollout itself is done, so it is a failure of its
 # verification (kept with the rollout, for ng_reverify_rollouts), never a reward.
 JUDGE_ERROR: FailureClass = "judge_error"
+# A model endpoint still answered 429 after its model server waited (its Retry-After) and sent the call again.
+RATE_LIMITED: FailureClass = "rate_limited"
 # Classes a later attempt can fix: the server was away, slow or overloaded.
-RETRYABLE_CLASSES: tuple[str, ...] = ("connect", "timeout", "http_5xx")
+RETRYABLE_CLASSES: tuple[str, ...] = ("connect", "timeout", "http_5xx", RATE_LIMITED)
 TOO_MANY_REQUESTS = 429
 
 
@@ -50,6 +52,7 @@ class RequestFailed(DownstreamError):
         status: int | None = None,
         attempts: int = 1,
         body: Any = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.failure_class = failure_class
@@ -58,6 +61,7 @@ class RequestFailed(DownstreamError):
         self.status = status
         self.attempts = attempts
         self.body = body
+        self.headers = headers or {}  # of an HTTP error reply, names in lower case (Retry-After, for one)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -98,11 +98,13 @@ class HttpClient:
             connections.close()
 
     async def request_raw(self, method: str, url: str, content: Body = None, *,
-                          headers: dict[str, str] | None = None, timeout_s: float | None = None) -> tuple[int, bytes]:
+                          headers: dict[str, str] | None = None, timeout_s: float | None = None,
+                          reply_headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         """One attempt: the status and raw body of the reply, whatever the status; `RequestFailed` when no complete
-        reply came."""
+        reply came. The reply's Retry-After headers (http_wire.KEPT_HEADERS), if any, go to `reply_headers`."""
         try:
-            return await self._pool().request(method, url, headers, content, timeout_s or self._read_timeout_s)
+            return await self._pool().request(method, url, headers, content, timeout_s or self._read_timeout_s,
+                                              reply_headers)
         except WireError as exc:
             raise _transport_failure(exc, url) from None
 
@@ -160,13 +162,15 @@ class HttpClient:
     async def _once(
         self, method: str, url: str, content: Body, headers: dict[str, str] | None, timeout_s: float | None
     ) -> Any:
+        kept: dict[str, str] = {}
         status, raw = await self.request_raw(method, url, content, headers={**JSON_HEADERS, **headers} if headers
-                                             else JSON_HEADERS, timeout_s=timeout_s)
+                                             else JSON_HEADERS, timeout_s=timeout_s, reply_headers=kept)
         if status >= 400:
             kind: FailureClass = "http_5xx" if status >= 500 else "http_4xx"
             body_out = _error_body(raw)
             raise RequestFailed(
-                kind, f"HTTP {status} from {url}: {str(body_out)[:300]}", url=url, status=status, body=body_out
+                kind, f"HTTP {status} from {url}: {str(body_out)[:300]}", url=url, status=status, body=body_out,
+                headers=kept,
             )
         try:
             return orjson.loads(raw)

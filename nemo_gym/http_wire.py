@@ -27,6 +27,8 @@ from nemo_gym.errors import NemoGymError
 
 # A request body: bytes, or a stream of chunks (sent with chunked transfer encoding).
 Body = bytes | AsyncIterable[bytes] | None
+# Reply headers a caller may ask for (`request(..., reply_headers=)`): how long a 429 or 503 asks to wait.
+KEPT_HEADERS = (b"retry-after", b"retry-after-ms")
 
 
 class WireError(Exception):
@@ -90,6 +92,7 @@ class _Connection(asyncio.Protocol):
         self._reply_began = False
         self._headers_done = False
         self._framed = False  # the reply says where its body ends (Content-Length or chunked), not the connection's end
+        self._kept: dict[str, str] | None = None  # where the current request wants KEPT_HEADERS
         self._writable: asyncio.Future[None] | None = None  # set while the transport's buffer is full
         self.closed = False
         self.reusable = False
@@ -131,8 +134,11 @@ class _Connection(asyncio.Protocol):
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() in (b"content-length", b"transfer-encoding"):
+        lower = name.lower()
+        if lower in (b"content-length", b"transfer-encoding"):
             self._framed = True
+        elif self._kept is not None and lower in KEPT_HEADERS:
+            self._kept[lower.decode()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
@@ -163,11 +169,14 @@ class _Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
-    async def exchange(self, head: bytes, body: Body, timeout_s: float) -> tuple[int, bytes]:
+    async def exchange(self, head: bytes, body: Body, timeout_s: float,
+                       kept: dict[str, str] | None = None) -> tuple[int, bytes]:
         """Send one request (`head` ends with the blank line) and return its status and body, all within
-        `timeout_s`: a streamed body the server stops taking, or a source that stops giving, fails it too."""
+        `timeout_s`: a streamed body the server stops taking, or a source that stops giving, fails it too. The
+        reply's KEPT_HEADERS go to `kept`."""
         if self.closed:  # closed by the server after it was picked (only a new one can be, before its first use)
             raise ConnectFailed("the server closed the connection before the request was sent")
+        self._kept = kept
         reply: asyncio.Future[tuple[int, bytes]] = self._loop.create_future()
         self._reply = reply
         deadline = self._loop.time() + timeout_s
@@ -226,9 +235,10 @@ class ConnectionPool:
         self._tls: ssl.SSLContext | None = None
 
     async def request(self, method: str, url: str, headers: dict[str, str] | None, body: Body,
-                      timeout_s: float) -> tuple[int, bytes]:
+                      timeout_s: float, reply_headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         """`method url` with `headers` and `body`; its status and body, or a WireError (ReplyTimeout when sending
-        the request and receiving its reply took longer than `timeout_s`)."""
+        the request and receiving its reply took longer than `timeout_s`). The reply's KEPT_HEADERS, if any, go to
+        `reply_headers`."""
         origin, target, host = _split(url)
         lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method.encode(), target, host)]
         lines.extend(_header_line(name, value) for name, value in (headers or {}).items())
@@ -242,7 +252,7 @@ class ConnectionPool:
         async with self._slots:
             connection = await self._connection(origin)
             try:
-                status, reply = await connection.exchange(head, body, timeout_s)
+                status, reply = await connection.exchange(head, body, timeout_s, reply_headers)
             except BaseException:  # a timeout, a failure, a cancelled caller: the connection's state is unknown
                 self._drop(connection)
                 raise

@@ -9,6 +9,7 @@ each name is defined once, here, and nowhere else.
     <stem>_manifest.json                the run's fingerprint and counts (resume compares the fingerprint)
     <stem>_aggregate_metrics.json       one entry per agent: agent_ref, agent_metrics, key_metrics, group_level_metrics
     <stem>_report.html                  the human-readable report of those metrics
+    <stem>_progress.json                the collector's progress while it runs, replaced atomically every few seconds
     <stem>_<split>_inputs.jsonl         ng_e2e_collect_rollouts: the prepared inputs of a dataset split
 
 A Slurm run directory holds shard outputs named by `shard_file_name`, completion markers named by
@@ -25,6 +26,8 @@ NUM_REPEATS = "_ng_num_repeats"
 INTERNAL_PREFIX = "_ng_"  # bookkeeping fields: never a metric
 AGENT_REF = "agent_ref"
 CREATE_PARAMS = "responses_create_params"
+# The rollout's model calls, one record each (nemo_gym.model_calls.ModelCall), added by the agent.
+MODEL_CALLS = "_ng_model_calls"
 
 # Failure records (`<stem>_failures.jsonl`), besides the keys and AGENT_REF.
 FAILURE_CLASS = "failure_class"
@@ -47,6 +50,7 @@ MANIFEST_SUFFIX = "_manifest.json"
 AGGREGATE_METRICS_SUFFIX = "_aggregate_metrics.json"
 REPORT_SUFFIX = "_report.html"
 COLLECT_LOG_SUFFIX = "_collect.log"  # the collector's own log
+PROGRESS_SUFFIX = "_progress.json"  # the collector's progress file (nemo_gym.rollout_collection.progress_file)
 PREPARED_INPUTS_SUFFIX = "_inputs.jsonl"  # `_<split>_inputs.jsonl`
 # Sidecars that match a `*.jsonl` glob but never hold rollouts.
 JSONL_SIDECAR_SUFFIXES = (FAILURES_SUFFIX, MATERIALIZED_INPUTS_SUFFIX, PREPARED_INPUTS_SUFFIX)

@@ -13,7 +13,22 @@ from nemo_gym.config.typed import Text
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-class VLLMModelSettings(ServerSettings):
+class EndpointLimitSettings(ServerSettings):
+    """What a model server that calls an endpoint takes on its rate limits (nemo_gym.responses_api_models.rate_limits):
+    held across all of the server's worker processes."""
+
+    max_requests_per_minute: int | None = Field(None, ge=1)
+    """Requests per minute sent to the endpoint by this server as a whole, all its workers together (default: no
+    limit)."""
+    max_tokens_per_minute: int | None = Field(None, ge=1)
+    """Tokens per minute, counted as OpenAI counts them: the prompt (estimated from its length) plus the request's
+    max tokens (default: no limit)."""
+    max_rate_limited_attempts: int = Field(5, ge=1)
+    """Times one call is sent while the endpoint answers 429, each after the wait its Retry-After asks for; then
+    the call fails as rate_limited."""
+
+
+class VLLMModelSettings(EndpointLimitSettings):
     base_url: Text | list[Text] | None = None
     """vLLM's OpenAI API (ending in /v1), or a list of replicas."""
     api_key: Text | None = None

@@ -13,11 +13,16 @@ Settings every agent takes:
     model_timeout_s: 600        # per model call
     resources_timeout_s: 300    # per seed_session / tool / step / verify call
 
+Each model call's record (`nemo_gym.model_calls`: latency, attempts, 429s, tokens), taken out of the model server's
+reply, is listed in the rollout's row under `_ng_model_calls` (`run_format.MODEL_CALLS`); a model server that sends
+none gets a record of what the agent saw (its latency and the reply's usage).
+
 A downstream call that fails answers 502 with the downstream failure class (see `nemo_gym.server.base.json_route`),
 so the collector records what really failed; it never becomes a reward. Servers do not retry: the collector owns
 the one retry budget (docs/architecture.md, "Retry budget").
 """
 
+import time
 import uuid
 from typing import Any
 
@@ -29,7 +34,9 @@ from pydantic import Field
 from nemo_gym.config.servers import ServerSettings
 from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.http_client import RequestFailed
+from nemo_gym.model_calls import REPLY_FIELD, ModelCall, usage_counts
 from nemo_gym.protocol import MAX_TURNS_PARAM, SESSION_HEADER
+from nemo_gym.run_format import MODEL_CALLS
 from nemo_gym.server.base import (
     BaseServer,
     HandlerError,
@@ -83,6 +90,7 @@ class AgentServer(BaseServer):
     stateless = True  # a rollout's state lives in the resources server, keyed by the session id it is given
 
     async def startup(self) -> None:
+        self._model_calls: dict[str, list[dict[str, Any]]] = {}  # per rollout (session id) running /run
         self.resources_server = self.settings.resources_server.name
         self.model_server = self.settings.model_server.name
         self.model_timeout_s = self.settings.model_timeout_s
@@ -107,13 +115,23 @@ class AgentServer(BaseServer):
         )
 
     async def call_model(self, params: dict[str, Any], session_id: str) -> dict[str, Any]:
-        """One model call with `params` passed through unchanged; the answer must have an `output` list."""
+        """One model call with `params` passed through unchanged; the answer must have an `output` list. Its
+        record goes to the rollout's list of model calls."""
+        started_at, started = time.time(), time.monotonic()
         response = await self.servers.post(
             self.model_server, "/v1/responses", params,
             headers={SESSION_HEADER: session_id}, timeout_s=self.model_timeout_s,
         )
         if not isinstance(response, dict) or not isinstance(response.get("output"), list):
             raise HandlerError(502, "model server answered without an 'output' list", "invalid_response")
+        record = response.pop(REPLY_FIELD, None)
+        calls = self._model_calls.get(session_id)
+        if calls is not None:
+            if not isinstance(record, dict):  # a model server of someone else's: what this agent saw
+                record = ModelCall(endpoint=self.model_server, model=str(response.get("model") or ""),
+                                   started_at=started_at, latency_s=round(time.monotonic() - started, 6),
+                                   **usage_counts(response.get("usage"))).to_dict()
+            calls.append(record)
         return response
 
     async def _run(self, row: dict[str, Any], request: Request) -> dict[str, Any]:
@@ -121,9 +139,16 @@ class AgentServer(BaseServer):
         if not isinstance(params, dict):
             raise HandlerError(400, "the input row needs a 'responses_create_params' object")
         session_id = uuid.uuid4().hex
-        await self.resources("/seed_session", row, session_id)
-        response = await self.run_loop(params, session_id)
-        return await self.resources("/verify", {**row, "response": response}, session_id)
+        calls = self._model_calls[session_id] = []
+        try:
+            await self.resources("/seed_session", row, session_id)
+            response = await self.run_loop(params, session_id)
+            verified = await self.resources("/verify", {**row, "response": response}, session_id)
+        finally:
+            del self._model_calls[session_id]
+        if isinstance(verified, dict):
+            verified[MODEL_CALLS] = calls
+        return verified
 
     async def _responses(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
         if not isinstance(params, dict):

@@ -1,7 +1,8 @@
 """One collection run, start to finish: check, validate, resume, run, compact failures, aggregate, summarize.
 
-Everything that can be wrong with the request (config, head server, agents, input rows, the state of the output)
-is found before the first rollout, and an error leaves the file system as it was.
+Everything that can be wrong with the request (config, head server, agents, every model endpoint — the preflight —,
+input rows, the state of the output) is found before the first rollout, and an error leaves the file system as it
+was. While the run goes, `<stem>_progress.json` says where it stands (run_counters.py).
 """
 
 import os
@@ -16,16 +17,21 @@ from nemo_gym.compat.head_detect import NEMO_GYM
 from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
 from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, headline_lines
-from nemo_gym.rollout_collection.config import RolloutCollectionConfig
+from nemo_gym.rollout_collection.concurrency import AdaptiveLimit, Fixed, Outcome
+from nemo_gym.rollout_collection.config import DEFAULT_NUM_SAMPLES_IN_PARALLEL, RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.dry_run import plan_collection
 from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.manifest import fingerprint, manifest_of
+from nemo_gym.rollout_collection.preflight import preflight_servers
 from nemo_gym.rollout_collection.progress import Progress
+from nemo_gym.rollout_collection.progress_file import INTERRUPTED, STOPPED
 from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes, file_size, resume_refusal
 from nemo_gym.rollout_collection.prompt import PromptConfig, load_prompt_config
+from nemo_gym.rollout_collection.retry_budget import RetryBudget, RunStopped
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
+from nemo_gym.rollout_collection.run_counters import ProgressFileTicker, RunCounters
 from nemo_gym.rollout_collection.runner import Runner
 from nemo_gym.rollout_collection.run_log import RunLog
 from nemo_gym.rollout_collection.store import (
@@ -191,6 +197,8 @@ async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: Tex
     try:
         servers = ServerClient(config.head_server_url, http)
         agent_urls = await _agent_urls(servers)
+        if config.preflight and servers.head_kind != NEMO_GYM:
+            await preflight_servers(servers, _say)
         if config.dry_run:
             plan = plan_collection(config, set(agent_urls), prompt, seed_top_level=servers.head_kind != NEMO_GYM)
             return CollectionSummary.planned(config, plan.shard_rollouts)
@@ -227,23 +235,36 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
     progress = Progress(plan.shard_rollouts, min(len(state.done), plan.shard_rollouts), config.progress_interval_s,
                         progress_stream)
     engine = RolloutEngine(servers, RolloutPolicy.from_config(config))
+    engine.run_budget = budget = RetryBudget(max_failure_rate=config.max_failure_rate,
+                                             pause_s=config.failure_pause_s, retry_ratio=config.retry_budget, say=_say)
+    limit = _concurrency(config)
+    counters = RunCounters()
+    progress.detail = lambda: _detail(limit, counters)
     failures = AppendFile(config.failures_jsonl_fpath)
     runner = Runner(engine, config.max_total_attempts, state.output, failures, state.done, state.prior_attempts,
-                    progress)
+                    progress, limit=limit, counters=counters)
+    ticker = ProgressFileTicker(config.run_paths.progress, config.output_path, progress, counters, limit, budget)
     tokens = TokenTally()
     runner.row_listeners.append(tokens.on_row)
     if uploader:
         runner.row_listeners.append(uploader.on_row)
+    in_parallel = (f"up to {config.num_samples_in_parallel} in parallel, from {limit.level}"
+                   if config.adaptive_concurrency else f"{config.num_samples_in_parallel} in parallel")
     _say(f"collecting {plan.shard_rollouts - progress.initial} of {plan.shard_rollouts} rollouts "
-         f"({config.num_samples_in_parallel} in parallel) into {config.output_path}")
+         f"({in_parallel}) into {config.output_path}; progress in {config.run_paths.progress}")
     started = time.monotonic()
     progress.start()
+    ticker.start()
     try:
         with closing(iter_lines(config.materialized_jsonl_fpath)) as lines:
             stats = await runner.run((line for _, _, line in lines), config.num_samples_in_parallel)
-    except BaseException:
+        budget.raise_if_stopped()
+    except BaseException as exc:
+        ticker.close(STOPPED if isinstance(exc, RunStopped) else INTERRUPTED, str(exc))
         _say(f"stopped: every finished rollout is saved in {config.output_path}; {RESUME_HINT} to continue")
         raise
+    else:
+        ticker.close()
     finally:
         progress.close()
         state.output.close()
@@ -265,6 +286,27 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
         mean_reward=progress.mean_reward,
         tokens=tokens,
     )
+
+
+def _concurrency(config: RolloutCollectionConfig) -> AdaptiveLimit:
+    """The run's in-flight limit: adaptive up to num_samples_in_parallel (each cut said as it happens), or fixed."""
+    ceiling = config.num_samples_in_parallel or DEFAULT_NUM_SAMPLES_IN_PARALLEL  # the config's validator made it set
+    if not config.adaptive_concurrency:
+        return AdaptiveLimit(ceiling, Fixed(), initial=ceiling)
+    limit = AdaptiveLimit(ceiling)
+
+    def say_cut(old: int, new: int, outcome: Outcome) -> None:
+        if new < old:
+            _say(f"concurrency {old} -> {new} (ceiling {ceiling}): a rollout met {outcome.rate_limited} 429s")
+
+    limit.listeners.append(say_cut)
+    return limit
+
+
+def _detail(limit: AdaptiveLimit, counters: RunCounters) -> str:
+    """What a progress line adds: the concurrency, and the 429s and retries so far."""
+    return (f"{limit.in_flight} in flight (level {limit.level}/{limit.ceiling}), {counters.rate_limited} 429s, "
+            f"{counters.rollout_retries + counters.model_call_retries} retries")
 
 
 async def _aggregate(config: RolloutCollectionConfig, summary: CollectionSummary, servers: ServerClient) -> None:

@@ -74,7 +74,11 @@ class SharedRolloutCollectionConfig(_FromGlobal):
     output_jsonl_fpath: Text
     """The rollouts file (JSONL); its sidecars (_failures.jsonl, _manifest.json, ...) go next to it."""
     num_samples_in_parallel: int | None = Field(DEFAULT_NUM_SAMPLES_IN_PARALLEL, ge=1)
-    """Rollouts in flight at once; null takes the default (NeMo Gym reads null as 'no limit')."""
+    """The most rollouts in flight at once; null takes the default (NeMo Gym reads null as 'no limit'). With
+    adaptive_concurrency the run finds its level below this ceiling."""
+    adaptive_concurrency: bool = True
+    """Find the highest in-flight level the model endpoints sustain without 429s (from 16, doubling, cut by 30% when
+    a rollout meets a 429), up to num_samples_in_parallel; false keeps exactly num_samples_in_parallel in flight."""
     materialized_jsonl_fpath: FilePath | None = None
     """Where the expanded inputs (one line per rollout) are written; default <output stem>_materialized_inputs.jsonl."""
     responses_create_params: dict[str, Any] = Field(default_factory=dict)
@@ -124,6 +128,16 @@ class SharedRolloutCollectionConfig(_FromGlobal):
     """Seconds before the first retry of a failed rollout (doubling after each)."""
     progress_interval_s: float = Field(10.0, gt=0)
     """Seconds between progress lines."""
+    max_failure_rate: float = Field(0.5, gt=0, le=1)
+    """The share of the last 100 rollout attempts that may fail: above it the run pauses failure_pause_s, and stops
+    if it is still above after the pause (1 never stops)."""
+    failure_pause_s: float = Field(30.0, ge=0)
+    """Seconds the run pauses (no new attempt starts) when max_failure_rate is crossed."""
+    retry_budget: float = Field(0.2, ge=0)
+    """Retries of failed rollouts, at most this share of the run's first attempts (plus 10): a failing endpoint gets
+    that much extra load at most; beyond it a failed rollout is recorded for a resume without another attempt."""
+    preflight: bool = True
+    """Check every model endpoint before the first rollout (reachable, key accepted, model served); false skips it."""
     head_server_url: Text = Field(default_factory=_default_head_url)
     """The head server that lists the running servers (default: from head_server.host/port, as ng_run uses them)."""
 

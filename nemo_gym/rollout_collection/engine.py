@@ -13,6 +13,7 @@ import asyncio
 from typing import Any
 
 from nemo_gym.http_client import HttpClient
+from nemo_gym.rollout_collection.retry_budget import RetryBudget
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy, RolloutSuccess, run_rollout
 from nemo_gym.server.client import ServerClient
 
@@ -31,6 +32,7 @@ class RolloutEngine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lookup: asyncio.Lock | None = None
         self._shared: asyncio.Semaphore | None = None
+        self.run_budget: RetryBudget | None = None  # the run-wide retry budget, where the caller keeps one (the CLI)
 
     @classmethod
     def connect(cls, head_url: str, policy: RolloutPolicy, shared_concurrency: int | None) -> "RolloutEngine":
@@ -66,7 +68,7 @@ class RolloutEngine:
     async def run(self, agent: str, row: dict[str, Any], attempts: int | None = None) -> RolloutSuccess | RolloutFailure:
         """One rollout of `row` on `agent` (`run_rollout`'s attempts, deadline and failure class)."""
         url = self._run_urls.get(agent) or await self._look_up(agent)
-        return await run_rollout(self.servers.http, url, row, self.policy, attempts)
+        return await run_rollout(self.servers.http, url, row, self.policy, attempts, self.run_budget)
 
     async def url_of(self, agent: str) -> str:
         """Where a row of `agent` is posted: the agent's /run."""

@@ -7,7 +7,7 @@ rollouts per second and a stalled run still shows that it is alive.
 import asyncio
 import sys
 import time
-from typing import TextIO
+from typing import Callable, TextIO
 
 from tqdm import tqdm
 
@@ -36,6 +36,7 @@ class Progress:
         self._bar: tqdm | None = None
         self._shown = 0
         self._ticker: asyncio.Task | None = None
+        self.detail: Callable[[], str] | None = None  # more for each line (the collector's concurrency, 429s...)
 
     def record_success(self, reward: float) -> None:
         self.succeeded += 1
@@ -54,7 +55,8 @@ class Progress:
 
     def _stats(self) -> str:
         mean = "n/a" if self.mean_reward is None else f"{self.mean_reward:.3f}"
-        return f"mean reward {mean}, {self.failed} failed"
+        detail = f", {self.detail()}" if self.detail is not None else ""
+        return f"mean reward {mean}, {self.failed} failed{detail}"
 
     def _draw(self) -> None:
         finished = self.succeeded + self.failed

@@ -4,7 +4,9 @@
 `run_rollout`, so a row is retried, timed out and classified the same way whichever of them runs it. A retryable
 failure (`nemo_gym.failures.is_retryable`, the rule the HTTP client and aggregation use too) is retried with jittered
 exponential backoff up to the attempt budget;
-anything else, or a retryable failure that used up its attempts, is a `RolloutFailure` — never a reward.
+anything else, or a retryable failure that used up its attempts, is a `RolloutFailure` — never a reward. Under a
+run-wide `RetryBudget` (ng_collect_rollouts), every attempt is admitted and recorded there, and a retry it has no
+room for is not made.
 """
 
 import asyncio
@@ -17,6 +19,7 @@ from nemo_gym.errors import RolloutFailedError
 from nemo_gym.failures import FailureClass, RequestFailed, RetryPolicy, failure_class_of, is_retryable
 from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
+from nemo_gym.rollout_collection.retry_budget import RetryBudget
 from nemo_gym.run_files.rows import keyed
 from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX
 
@@ -93,7 +96,8 @@ def _int_or_none(value: Any) -> int | None:
 
 
 async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: RolloutPolicy,
-                      attempts: int | None = None) -> RolloutSuccess | RolloutFailure:
+                      attempts: int | None = None, run_budget: RetryBudget | None = None
+                      ) -> RolloutSuccess | RolloutFailure:
     """POST `row` to the agent's `url` (its /run) until it succeeds or the budget is spent.
 
     `attempts` caps this call below `policy.max_attempts` (the CLI's attempts left across resumed runs). `http`
@@ -101,6 +105,7 @@ async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: R
     """
     budget = policy.max_attempts if attempts is None else min(attempts, policy.max_attempts)
     attempt = 0
+    epoch = await run_budget.admit(retry=False) if run_budget else None
     while True:
         attempt += 1
         try:
@@ -108,21 +113,33 @@ async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: R
                 reply = await http.post_json(url, row)
             marked = marked_failure(reply)
             if marked is not None:  # declared by the agent, so no retry here; a resume runs it again
+                if run_budget and epoch is not None:
+                    run_budget.record(epoch, str(marked.failure_class), marked.message)
                 verified = reply if isinstance(reply.get("response"), dict) else None
                 return RolloutFailure(marked.failure_class, attempt, marked.message, None, url,
                                       _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX)),
                                       verified)
-            return RolloutSuccess(reply, _reward(reply, url), attempt)
+            success = RolloutSuccess(reply, _reward(reply, url), attempt)
+            if run_budget and epoch is not None:
+                run_budget.record(epoch, None)
+            return success
         except TimeoutError:
             error = RequestFailed(
                 "timeout", f"rollout exceeded rollout_timeout_s={policy.rollout_timeout_s:g} at {url}", url=url
             )
         except RequestFailed as exc:
             error = exc
+        failure = RolloutFailure(failure_class_of(error), attempt, error.message, error.status, url,
+                                 _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX)))
+        if run_budget and epoch is not None:
+            run_budget.record(epoch, failure.failure_class, error.message)
         if attempt >= budget or not is_retryable(error):
-            return RolloutFailure(failure_class_of(error), attempt, error.message, error.status, url,
-                                  _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX)))
+            return failure
         await asyncio.sleep(policy.backoff_s(attempt))
+        if run_budget:
+            epoch = await run_budget.admit(retry=True)
+            if epoch is None:  # the run's retries are spent: recorded as failed, a resume runs it again
+                return failure
 
 
 def result_row(row: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:

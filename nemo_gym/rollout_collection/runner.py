@@ -1,21 +1,27 @@
 """The collection engine: stream rollouts to agents under a concurrency limit and commit each result as it lands.
 
-`num_samples_in_parallel` workers pull the next pending row from one shared, lazy iterator, so at most that many
-rows exist in memory and the input is read only as fast as rollouts finish. Each row runs on the run's
+Workers pull the next pending row from one shared, lazy iterator once the run's `AdaptiveLimit` lets them (at most
+its level in flight, `num_samples_in_parallel` at most), so at most that many rows exist in memory and the input is
+read only as fast as rollouts finish; each finished rollout tells the limit its latency and 429s. Each row runs on the run's
 `RolloutEngine`, the one the Python API runs on (`run_rollout`: deadline, bounded attempts with backoff, failure
 class); a success becomes one output line, a failure one failures-file record.
 """
 
 import asyncio
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import orjson
 
+from nemo_gym.failures import RATE_LIMITED
+from nemo_gym.model_calls import calls_of
+from nemo_gym.rollout_collection.concurrency import AdaptiveLimit, Fixed, Outcome
 from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.progress import Progress
+from nemo_gym.rollout_collection.run_counters import RunCounters
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutSuccess, result_row
 from nemo_gym.rollout_collection.store import AppendFile
 from nemo_gym.run_files.rows import keyed, row_key
@@ -36,7 +42,9 @@ class Runner:
     """Runs the pending rollouts of one collection run; every outcome is written before the next row is taken."""
 
     def __init__(self, engine: RolloutEngine, max_total_attempts: int, output: AppendFile, failures: AppendFile,
-                 done: KeySet, prior_attempts: dict[tuple[int, int], int], progress: Progress) -> None:
+                 done: KeySet, prior_attempts: dict[tuple[int, int], int], progress: Progress, *,
+                 limit: AdaptiveLimit | None = None, counters: RunCounters | None = None) -> None:
+        """`limit`: the adaptive concurrency (default: exactly the concurrency `run` is given)."""
         self.engine = engine  # its policy holds the attempts of one run
         self.max_total_attempts = max_total_attempts  # per rollout, over all runs of this output
         self.output = output
@@ -44,6 +52,8 @@ class Runner:
         self.done = done
         self.prior_attempts = prior_attempts
         self.progress = progress
+        self.limit = limit
+        self.counters = counters or RunCounters()
         self.stats = RunStats()
         # Called with each committed rollout row (e.g. the W&B upload); it must not block the event loop for long.
         self.row_listeners: list[Callable[[dict[str, Any]], None]] = []
@@ -61,30 +71,50 @@ class Runner:
 
     async def run(self, lines: Iterator[bytes], concurrency: int) -> RunStats:
         rows = self.pending(lines)
+        limit = self.limit or AdaptiveLimit(concurrency, Fixed(), initial=concurrency)
         self.engine.bind()
         self.engine.enter()
         try:
             async with asyncio.TaskGroup() as group:
-                for _ in range(concurrency):
-                    group.create_task(self._worker(rows))
+                for _ in range(limit.ceiling):
+                    group.create_task(self._worker(rows, limit))
         except ExceptionGroup as group_error:
             raise group_error.exceptions[0] from None  # a local fault (e.g. disk full): report it plainly
         finally:
             await self.engine.leave()
         return self.stats
 
-    async def _worker(self, rows: Iterator[tuple[tuple[int, int], bytes]]) -> None:
-        # Safe to share: next() never awaits, so two workers never step the iterator at once.
-        for key, line in rows:
-            await self._rollout(key, orjson.loads(line))
+    async def _worker(self, rows: Iterator[tuple[tuple[int, int], bytes]], limit: AdaptiveLimit) -> None:
+        while True:
+            admitted = await limit.acquire()
+            # Safe to share: next() never awaits, so two workers never step the iterator at once.
+            item = next(rows, None)
+            if item is None:
+                limit.release(None)
+                return
+            outcome: Outcome | None = None
+            try:
+                outcome = await self._rollout(*item, admitted)
+            finally:
+                limit.release(outcome)
 
-    async def _rollout(self, key: tuple[int, int], row: dict[str, Any]) -> None:
+    async def _rollout(self, key: tuple[int, int], line: bytes, admitted: int) -> Outcome:
+        row = orjson.loads(line)
+        agent = row[AGENT_REF]["name"]
         prior = self.prior_attempts.get(key, 0)
-        outcome = await self.engine.run(row[AGENT_REF]["name"], row, self.max_total_attempts - prior)
-        if isinstance(outcome, RolloutSuccess):
-            self._succeed(key, row, outcome)
-        else:
-            self._fail(key, row, outcome, prior + outcome.attempts)
+        started = time.monotonic()
+        self.counters.started(agent)
+        result = await self.engine.run(agent, row, self.max_total_attempts - prior)
+        latency = time.monotonic() - started
+        if isinstance(result, RolloutSuccess):
+            calls = calls_of(result.reply)
+            self.counters.succeeded(agent, result.attempts, calls)
+            self._succeed(key, row, result)
+            return Outcome(admitted, latency, sum(call.rate_limited for call in calls), failed=False)
+        self.counters.failed(agent, result.attempts)
+        self._fail(key, row, result, prior + result.attempts)
+        rate_limited = 1 if result.failure_class == RATE_LIMITED else 0
+        return Outcome(admitted, latency, rate_limited, failed=True)
 
     def _succeed(self, key: tuple[int, int], row: dict[str, Any], outcome: RolloutSuccess) -> None:
         out = result_row(row, outcome.reply)

@@ -13,6 +13,7 @@ from nemo_gym.run_format import (
     JSONL_SIDECAR_SUFFIXES,
     MANIFEST_SUFFIX,
     MATERIALIZED_INPUTS_SUFFIX,
+    PROGRESS_SUFFIX,
     REPORT_SUFFIX,
     prepared_inputs_suffix,
 )
@@ -49,6 +50,10 @@ class RunPaths:
     @property
     def collect_log(self) -> Path:
         return self.sidecar(COLLECT_LOG_SUFFIX)
+
+    @property
+    def progress(self) -> Path:
+        return self.sidecar(PROGRESS_SUFFIX)
 
     def prepared_inputs(self, split: str) -> Path:
         return self.sidecar(prepared_inputs_suffix(split))

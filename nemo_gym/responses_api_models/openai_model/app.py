@@ -1,7 +1,11 @@
 """`POST /v1/responses` passed through to an OpenAI-compatible endpoint (OpenAI itself, or a gateway).
 
 Settings: `base_url` (ending in /v1), `api_key` (sent as a bearer token; launch scrubs it from every log line),
-`model`, `request_timeout_s` (default 600).
+`model`, `request_timeout_s` (default 600), and the endpoint's rate limits (`max_requests_per_minute`,
+`max_tokens_per_minute`, `max_rate_limited_attempts`: see ../endpoint_calls.py), held by this server as a whole.
+
+Requests go through `EndpointCalls` (paced, re-sent after a 429, measured); a Responses reply carries the call's
+record under `nemo_gym.model_calls.REPLY_FIELD`. `GET /preflight` checks the endpoint, the key and the model.
 """
 
 from typing import Any
@@ -11,12 +15,17 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from nemo_gym import protocol
-from nemo_gym.config.servers import ServerSettings
+from nemo_gym.config.model_servers import EndpointLimitSettings
+from nemo_gym.config.servers import ServerSpec
 from nemo_gym.config.typed import Text
+from nemo_gym.model_calls import REPLY_FIELD, ModelCall
+from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
+from nemo_gym.responses_api_models.preflight import PREFLIGHT_PATH, check_endpoint
+from nemo_gym.responses_api_models.rate_limits import Budgets, shared_limiter
 from nemo_gym.server.base import BaseServer, json_route
 
 
-class OpenAIModelSettings(ServerSettings):
+class OpenAIModelSettings(EndpointLimitSettings):
     base_url: Text
     """The endpoint (ending in /v1)."""
     api_key: Text | None = None
@@ -32,25 +41,40 @@ class OpenAIModelServer(BaseServer):
 
     Settings = OpenAIModelSettings
 
+    def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
+        super().__init__(spec, head_url)
+        budgets = Budgets(self.settings.max_requests_per_minute, self.settings.max_tokens_per_minute)
+        self.endpoint_calls = EndpointCalls(shared_limiter(spec.name, budgets),
+                                            max_rate_limited_attempts=self.settings.max_rate_limited_attempts)
+
     def routes(self) -> list[Route]:
         return [
             json_route("/v1/responses", self.responses),
             json_route("/v1/chat/completions", self.chat_completions),
+            json_route(PREFLIGHT_PATH, self.preflight, methods=("GET",)),
         ]
 
-    async def _forward(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
+
+    async def _forward(self, path: str, body: dict[str, Any]) -> tuple[Any, ModelCall]:
         settings = self.settings
-        headers = {"authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-        return await self.http.post_json(
-            f"{settings.base_url.rstrip('/')}{path}",
-            {**body, "model": settings.model},
-            headers=headers,
-            timeout_s=settings.request_timeout_s,
-        )
+        base_url = settings.base_url.rstrip("/")
+        return await self.endpoint_calls.post(self.http, f"{base_url}{path}", {**body, "model": settings.model},
+                                              base_url=base_url, model=settings.model, headers=self._headers(),
+                                              timeout_s=settings.request_timeout_s)
 
-    async def responses(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+    async def preflight(self, body: Any, request: Request) -> dict[str, Any]:
+        """The endpoint's check (reachable, key accepted, model served, context length)."""
+        check = await check_endpoint(self.http, self.name, self.settings.base_url, self.settings.api_key,
+                                     self.settings.model)
+        return {"checks": [check.to_dict()]}
+
+    async def responses(self, body: dict[str, Any], request: Request) -> Any:
         # Items fed back from a vllm_model rollout may carry our token fields, which OpenAI rejects.
-        return await self._forward("/responses", protocol.strip_token_info(body))
+        reply, call = await self._forward("/responses", protocol.strip_token_info(body))
+        return {**reply, REPLY_FIELD: call.to_dict()} if isinstance(reply, dict) else reply
 
-    async def chat_completions(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
-        return await self._forward("/chat/completions", body)
+    async def chat_completions(self, body: dict[str, Any], request: Request) -> Any:
+        reply, _ = await self._forward("/chat/completions", body)
+        return reply

@@ -1,7 +1,12 @@
 """`POST /v1/responses` in front of vLLM's Chat Completions, over one or more replicas.
 
 Settings: `base_url` (one URL or a list, each ending in /v1), `api_key`, `model`, `return_token_id_information`,
-`request_timeout_s` (default 600).
+`request_timeout_s` (default 600), and the endpoint's rate limits (`max_requests_per_minute`,
+`max_tokens_per_minute`, `max_rate_limited_attempts`: see endpoint_calls.py), held by this server as a whole.
+
+Each generation request goes through `EndpointCalls` (paced, re-sent after a 429, measured); a Responses reply
+carries the call's record under `nemo_gym.model_calls.REPLY_FIELD`. `GET /preflight` checks every base URL
+(nemo_gym.responses_api_models.preflight).
 
 Token-exact continuation: when a request asks for token ids and its input already carries an earlier turn's exact
 tokens (agents pass the output items back), the prompt is those tokens plus only what the chat template adds for
@@ -14,11 +19,11 @@ max_tokens is lowered to the room the prompt leaves (counted with vLLM's `/token
 prompt that leaves no room gets the empty incomplete answer of a full context, which ends an agent's rollout.
 """
 
-import itertools
+import asyncio
 import logging
 import re
-import zlib
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from starlette.requests import Request
 from starlette.routing import Route
@@ -29,6 +34,11 @@ from nemo_gym.compat.extra_body import extra_body
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.config.model_servers import VLLMModelSettings
+from nemo_gym.model_calls import REPLY_FIELD, ModelCall
+from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
+from nemo_gym.responses_api_models.preflight import PREFLIGHT_PATH, check_endpoint
+from nemo_gym.responses_api_models.rate_limits import Budgets, shared_limiter
+from nemo_gym.responses_api_models.vllm_model.routing import probe, shared_router
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
 
 logger = logging.getLogger(__name__)
@@ -70,10 +80,12 @@ def _as_list(base_url: str | list[str]) -> list[str]:
 
 
 class VLLMModelServer(BaseServer):
-    """Converts Responses requests to Chat Completions and back; a rollout's calls stick to one replica."""
+    """Converts Responses requests to Chat Completions and back; a rollout's calls stick to one replica while it
+    keeps up (routing.py)."""
 
     Settings = VLLMModelSettings
-    # Replicas are picked by a hash of the session id and `_closing` is a memo each process rebuilds.
+    # The routing state is one table in memory all worker processes share (routing.py); `_closing` is a memo each
+    # process rebuilds.
     stateless = True
 
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
@@ -81,38 +93,57 @@ class VLLMModelServer(BaseServer):
         self.model: str = self.settings.model or ""
         self.base_urls: list[str] = _as_list(self.settings.base_url) if self.settings.base_url else []
         self.timeout_s = self.settings.request_timeout_s
-        self._round_robin = itertools.count()
+        self.router = shared_router(spec.name, max(1, len(self.base_urls)), "load_aware")
+        self._probes: set[asyncio.Task[bool]] = set()
         self._closing: dict[str, list[int]] = {}  # per vLLM base URL: how its chat template closes assistant turns
+        budgets = Budgets(self.settings.max_requests_per_minute, self.settings.max_tokens_per_minute)
+        self.endpoint_calls = EndpointCalls(shared_limiter(spec.name, budgets),
+                                            max_rate_limited_attempts=self.settings.max_rate_limited_attempts)
 
     def routes(self) -> list[Route]:
         return [
             json_route("/v1/responses", self.responses),
             json_route("/v1/chat/completions", self.chat_completions),
+            json_route(PREFLIGHT_PATH, self.preflight, methods=("GET",)),
         ]
 
-    def replica(self, request: Request) -> str:
-        """The vLLM base URL for this request.
+    async def preflight(self, body: Any, request: Request) -> dict[str, Any]:
+        """The check of every base URL (reachable, key accepted, model served, context length)."""
+        checks = [check_endpoint(self.http, self.name, url, self.settings.api_key, self.model)
+                  for url in self.base_urls]
+        return {"checks": [check.to_dict() for check in await asyncio.gather(*checks)]}
 
-        A stable hash of the session id (not a first-come map) keeps a rollout on one replica — and so on its
-        prefix cache — without shared state, even across restarts or several model server processes.
+    @contextmanager
+    def replica(self, request: Request) -> Iterator[str]:
+        """The vLLM base URL for this request, counted in flight on its replica until the request ends.
+
+        routing.py picks it: the replica of the session's last turn (its prefix cache) while that replica is up and
+        not overloaded, else the least loaded one that is up; a replica that refuses a connection is down until a
+        probe, started here by the traffic that needs one, finds it answering.
         """
-        session = request.headers.get(protocol.SESSION_HEADER)
-        if session:
-            index = zlib.crc32(session.encode())
-        else:
-            index = next(self._round_robin)
-        return self.base_urls[index % len(self.base_urls)]
+        for index in self.router.due_probes():
+            url = f"{self.base_urls[index]}/models"
+            task = asyncio.get_running_loop().create_task(probe(self.router, index, lambda url=url: self.http.get_json(
+                url, headers=self._headers(), timeout_s=self.settings.connect_timeout_s)))
+            self._probes.add(task)
+            task.add_done_callback(self._probes.discard)
+        with self.router.routed(request.headers.get(protocol.SESSION_HEADER)) as index:
+            yield self.base_urls[index]
 
     def _headers(self) -> dict[str, str]:
         api_key = self.settings.api_key
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
-    async def _chat(self, base_url: str, chat_request: dict[str, Any]) -> dict[str, Any]:
-        return await self.http.post_json(
-            f"{base_url}/chat/completions", chat_request, headers=self._headers(), timeout_s=self.timeout_s
-        )
+    async def _generate(self, base_url: str, path: str, body: dict[str, Any]) -> tuple[Any, ModelCall]:
+        """A generation request to one replica, under the endpoint's limits; the reply and its record."""
+        return await self.endpoint_calls.post(self.http, f"{base_url}{path}", body, base_url=base_url,
+                                              model=self.model, headers=self._headers(), timeout_s=self.timeout_s)
 
     async def responses(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        with self.replica(request) as base_url:
+            return await self._respond(base_url, body)
+
+    async def _respond(self, base_url: str, body: dict[str, Any]) -> dict[str, Any]:
         params = dict(body)
         default = self.settings.return_token_id_information
         with_tokens = bool(params.pop(protocol.RETURN_TOKENS_PARAM, default))
@@ -123,7 +154,6 @@ class VLLMModelServer(BaseServer):
             chat_request = {**extra_body(params), **chat_request}
         except (KeyError, TypeError, ValueError) as exc:
             raise HandlerError(400, f"invalid Responses request: {type(exc).__name__}: {exc}") from None
-        base_url = self.replica(request)
         exact = protocol.exact_token_prefix(params.get("input")) if with_tokens and not params.get("tools") else None
         if exact is not None:
             prompt_ids = await self._continue_exactly(base_url, params, *exact)
@@ -134,7 +164,7 @@ class VLLMModelServer(BaseServer):
         if with_tokens:
             chat_request.update(logprobs=True, return_token_ids=True)
         try:
-            completion = await self._chat(base_url, chat_request)
+            completion, call = await self._generate(base_url, "/chat/completions", chat_request)
         except RequestFailed as exc:
             if is_context_length_error(exc):
                 logger.info("prompt exceeds the context window; answering incomplete")
@@ -142,7 +172,8 @@ class VLLMModelServer(BaseServer):
             raise
         if not completion.get("choices"):
             raise HandlerError(502, "vLLM answered without choices", "invalid_response")
-        return protocol.chat_to_response(completion, params, with_token_info=with_tokens)
+        return {**protocol.chat_to_response(completion, params, with_token_info=with_tokens),
+                REPLY_FIELD: call.to_dict()}
 
     async def _tokenize(self, base_url: str, messages: list[dict[str, Any]], add_generation_prompt: bool) -> list[int]:
         # vLLM serves /tokenize at its root, beside /v1.
@@ -189,15 +220,16 @@ class VLLMModelServer(BaseServer):
         if not _within_cap(body, cap, len(prompt_ids)):
             return protocol.incomplete_response(params, self.model)
         try:
-            completion = await self.http.post_json(
-                f"{base_url}/completions", body, headers=self._headers(), timeout_s=self.timeout_s)
+            completion, call = await self._generate(base_url, "/completions", body)
         except RequestFailed as exc:
             if is_context_length_error(exc):
                 return protocol.incomplete_response(params, self.model)
             raise
         if not completion.get("choices"):
             raise HandlerError(502, "vLLM answered without choices", "invalid_response")
-        return protocol.text_completion_to_response(completion, params)
+        return {**protocol.text_completion_to_response(completion, params), REPLY_FIELD: call.to_dict()}
 
-    async def chat_completions(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
-        return await self._chat(self.replica(request), {**body, "model": self.model})
+    async def chat_completions(self, body: dict[str, Any], request: Request) -> Any:
+        with self.replica(request) as base_url:
+            completion, _ = await self._generate(base_url, "/chat/completions", {**body, "model": self.model})
+        return completion

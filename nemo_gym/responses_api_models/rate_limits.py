@@ -1,0 +1,236 @@
+"""Requests and tokens per minute towards one model endpoint, held across every worker process of its model server,
+and a request rate learned from the endpoint's 429s where no limit is configured.
+
+Each budget is kept as one "theoretical arrival time" (GCRA, the leaky bucket as a timestamp): a request reserves
+its send time in one short locked step and then sleeps until it, so waiting costs no polling and requests go out in
+the order they asked. A budget lets half a second of its rate go out at once (`BURST_S`) and otherwise spaces
+requests evenly, so it never sends more than `rate * (window + 0.5 s) + 1` in any window: within what an endpoint
+that enforces its per-minute limit over each second (as OpenAI says it may) lets through.
+
+A 429 (`limited`) pauses every sender for its Retry-After and cuts a learned request rate to `CUT` times the rate it
+was sending at (the learned rate, or at first the rate of answered requests over about `RATE_WINDOW_S` seconds), at
+most once per `CUT_GUARD_S` (`DEEP_CUT` when the last cut did not end the 429s); that rate is remembered as the
+endpoint's limit. A 429 before any answer has nothing to measure: its Retry-After (how soon one more request fits)
+gives the first rate, one request per Retry-After. While no 429 comes, the learned rate grows quickly
+(`FAST_GROWTH_PER_S`) up to `PLATEAU` of the remembered limit (without bound before one is known), then slowly
+(`SLOW_GROWTH_PER_S`) to find out whether the endpoint now allows more, never beyond `HEADROOM` times the answered
+rate. Reservations taken before a
+429 are void (an epoch counter): their holders reserve again, spaced at the new rate, instead of all sending when the
+pause ends. The configured limits are never exceeded.
+
+The state lives in an anonymous shared memory page with a process-shared lock. The launcher builds its server object
+before it forks the workers (nemo_gym.server.launch), so the first limiter made for a server is inherited by every
+worker, and each worker's own server object finds it in `_SHARED`: the limits hold for the server as a whole, not
+per worker.
+"""
+
+import asyncio
+import math
+import mmap
+import multiprocessing
+import struct
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+BURST_S = 0.5  # how much of a budget may go out at once: half a second of its rate
+CUT = 0.85  # a 429 sets the learned rate to this share of the rate that met it
+DEEP_CUT = 0.6  # ... or of this, when the previous cut was less than `STILL_OVER_S` ago and did not end the 429s
+STILL_OVER_S = 3.0
+CUT_GUARD_S = 1.0  # at most one cut in this long (the 429s of one overload arrive together)
+PLATEAU = 0.95  # the learned rate grows back fast to this share of the rate that met the last 429
+FAST_GROWTH_PER_S = 0.2  # relative growth per second below the plateau
+SLOW_GROWTH_PER_S = 0.005  # ... above it
+HEADROOM = 1.2  # the learned rate stays within this factor of the answered rate
+RATE_WINDOW_S = 10.0  # time constant of the answered-rate estimate
+_MEASURED_AFTER_S = 1.0  # answers over less time than this do not measure a rate yet
+_MIN_FIRST_INTERVAL_S = 0.01
+_CHARS_PER_TOKEN = 4  # the usual estimate of a prompt's tokens from its length, as OpenAI's own limiter makes it
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Fields:
+    """The shared state, as one record of doubles (times are time.monotonic, the same clock in every process)."""
+
+    requests_at: float = 0.0  # GCRA arrival time of the request budget
+    tokens_at: float = 0.0  # ... of the token budget
+    paused_until: float = 0.0  # nobody sends before this (Retry-After)
+    epoch: float = 0.0  # bumped by every 429: reservations of an older epoch are void
+    learned_interval: float = 0.0  # seconds between requests learned from 429s (0: none learned)
+    cut_guard_until: float = 0.0  # no further cut before this; no growth either
+    grown_at: float = 0.0  # when the learned rate last grew
+    limited_rate: float = 0.0  # requests per second that met the last 429
+    cut_at: float = 0.0  # when the learned rate was last cut
+    answered_rate: float = 0.0  # exponentially weighted rate of answered requests
+    answered_at: float = 0.0  # when it was last updated
+    first_answer_at: float = 0.0  # for its start-up correction (an EWMA starts at 0)
+
+
+_LAYOUT = struct.Struct(f"{len(_Fields.__dataclass_fields__)}d")
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The limits of one endpoint; None means no limit."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+
+class _SharedState:
+    """`_Fields` in memory shared with forked children, behind a lock shared with them too."""
+
+    def __init__(self) -> None:
+        self._page = mmap.mmap(-1, _LAYOUT.size)  # anonymous and MAP_SHARED: a fork maps the same page
+        self._lock = multiprocessing.get_context("fork").Lock()
+        _LAYOUT.pack_into(self._page, 0, *vars(_Fields()).values())
+
+    def update(self, change: Callable[[_Fields], T]) -> T:
+        """Run `change` on the fields under the lock (a few arithmetic steps, never an await); its result."""
+        with self._lock:
+            fields = _Fields(*_LAYOUT.unpack_from(self._page, 0))
+            result = change(fields)
+            _LAYOUT.pack_into(self._page, 0, *vars(fields).values())
+        return result
+
+    def read(self) -> _Fields:
+        return _Fields(*_LAYOUT.unpack_from(self._page, 0))
+
+
+def _grow(f: _Fields, now: float) -> None:
+    """Let the learned rate grow while no 429 came: fast up to the plateau, slowly above it, within HEADROOM of
+    the answered rate."""
+    if not f.learned_interval or now < f.cut_guard_until:
+        return
+    answered = _answered_rate(f, now)
+    if answered:
+        rate, elapsed = 1.0 / f.learned_interval, now - max(f.grown_at, f.cut_guard_until)
+        plateau = PLATEAU * f.limited_rate if f.limited_rate else math.inf
+        if rate < plateau:
+            rate = min(plateau, rate * math.exp(FAST_GROWTH_PER_S * elapsed))
+        else:
+            rate *= math.exp(SLOW_GROWTH_PER_S * elapsed)
+        f.learned_interval = 1.0 / min(rate, HEADROOM * answered)
+    f.grown_at = now
+
+
+def _answered_rate(fields: _Fields, now: float) -> float:
+    """The answered-request rate now, corrected for how little time the estimate has had since the first answer."""
+    if not fields.first_answer_at:
+        return 0.0
+    decayed = fields.answered_rate * math.exp(-(now - fields.answered_at) / RATE_WINDOW_S)
+    settled = 1.0 - math.exp(-max(now - fields.first_answer_at, 1e-3) / RATE_WINDOW_S)
+    return decayed / settled
+
+
+class EndpointLimiter:
+    """Paces the requests of one model server to its endpoint; see the module docstring."""
+
+    def __init__(self, budgets: Budgets) -> None:
+        self.budgets = budgets
+        self._state = _SharedState()
+        rpm, tpm = budgets.requests_per_minute, budgets.tokens_per_minute
+        self._request_interval = 60.0 / rpm if rpm else 0.0
+        self._token_interval = 60.0 / tpm if tpm else 0.0
+
+    @property
+    def counts_tokens(self) -> bool:
+        return self._token_interval > 0
+
+    def learned_requests_per_minute(self) -> float | None:
+        """The rate learned from 429s, if any."""
+        interval = self._state.read().learned_interval
+        return 60.0 / interval if interval else None
+
+    def _reserve(self, tokens: int, now: float) -> tuple[float, float]:
+        """(epoch, the time this request may be sent at); its share of each budget is taken now."""
+
+        def change(f: _Fields) -> tuple[float, float]:
+            _grow(f, now)
+            at = max(now, f.paused_until)
+            interval = max(self._request_interval, f.learned_interval)
+            if interval:  # a learned rate alone gets no burst: it is what the endpoint just refused
+                at = max(at, f.requests_at - (BURST_S if self._request_interval else 0.0))
+                f.requests_at = max(f.requests_at, at) + interval
+            if self._token_interval:
+                at = max(at, f.tokens_at - BURST_S)
+                f.tokens_at = max(f.tokens_at, at) + tokens * self._token_interval
+            return f.epoch, at
+
+        return self._state.update(change)
+
+    async def acquire(self, tokens: int = 0) -> float:
+        """Wait until one request of about `tokens` tokens may be sent; the seconds waited."""
+        started = time.monotonic()
+        epoch, send_at = self._reserve(tokens, started)
+        while True:
+            state = self._state.read()
+            if state.epoch != epoch:  # a 429 since: the reservation is void, reserve again at the new rate
+                epoch, send_at = self._reserve(tokens, time.monotonic())
+                continue
+            delay = max(send_at, state.paused_until) - time.monotonic()
+            if delay <= 0:
+                return time.monotonic() - started
+            await asyncio.sleep(min(delay, BURST_S))  # wakes at least every second to see a 429's new epoch
+
+    def answered(self, extra_tokens: int) -> None:
+        """An answer came (counted for the answered rate); `extra_tokens`: how many more tokens it used than its
+        request was charged for, taken from the token budget too."""
+        now = time.monotonic()
+
+        def change(f: _Fields) -> float:
+            if not f.first_answer_at:
+                f.first_answer_at = now
+            decay = math.exp(-(now - f.answered_at) / RATE_WINDOW_S) if f.answered_at else 0.0
+            f.answered_rate = f.answered_rate * decay + 1.0 / RATE_WINDOW_S
+            f.answered_at = now
+            if self._token_interval and extra_tokens > 0:
+                f.tokens_at = max(f.tokens_at, now) + extra_tokens * self._token_interval
+            return 0.0
+
+        self._state.update(change)
+
+    def limited(self, retry_after_s: float) -> None:
+        """The endpoint answered 429: pause everyone for `retry_after_s`, void the reservations, and cut the learned
+        rate (once per overload)."""
+        now = time.monotonic()
+
+        def change(f: _Fields) -> float:
+            f.paused_until = max(f.paused_until, now + retry_after_s)
+            f.epoch += 1
+            f.requests_at = f.tokens_at = f.paused_until  # every holder reserves again, from the pause's end
+            if now >= f.cut_guard_until:
+                measured = f.first_answer_at and now - f.first_answer_at >= _MEASURED_AFTER_S
+                if f.learned_interval or measured:
+                    sending = 1.0 / f.learned_interval if f.learned_interval else _answered_rate(f, now)
+                    f.limited_rate = sending
+                    f.learned_interval = 1.0 / ((DEEP_CUT if now - f.cut_at < STILL_OVER_S else CUT) * sending)
+                else:  # nothing answered to measure yet: one request per Retry-After, growing from there
+                    f.learned_interval = max(retry_after_s, _MIN_FIRST_INTERVAL_S)
+                f.cut_at = now
+                f.cut_guard_until = now + max(CUT_GUARD_S, retry_after_s)
+            return 0.0
+
+        self._state.update(change)
+
+
+def estimated_tokens(body_bytes: int, max_output_tokens: int | None, typical_output_tokens: float) -> int:
+    """What a request will count against a token budget: its prompt, estimated from the request's size, plus the
+    most it may generate (what OpenAI charges when the request arrives), or the typical output so far when it sets
+    no maximum."""
+    output = max_output_tokens if max_output_tokens is not None else typical_output_tokens
+    return int(body_bytes / _CHARS_PER_TOKEN + output)
+
+
+_SHARED: dict[tuple[str, Budgets], EndpointLimiter] = {}
+
+
+def shared_limiter(server: str, budgets: Budgets) -> EndpointLimiter:
+    """The limiter of model server `server`: made once per process tree (see the module docstring), so the server's
+    worker processes share one."""
+    key = (server, budgets)
+    if key not in _SHARED:
+        _SHARED[key] = EndpointLimiter(budgets)
+    return _SHARED[key]
