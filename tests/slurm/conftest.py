@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers.requirements import require
 from tests.helpers.stack import REPO_ROOT
+from tests.slurm.util import CLUSTER_LOCK, CLUSTER_LOCK_WAIT_S, cluster_lock
 
 CLUSTER_SCRIPT = REPO_ROOT / "scripts" / "slurm_cluster.sh"
 
@@ -17,16 +18,22 @@ CLUSTER_SCRIPT = REPO_ROOT / "scripts" / "slurm_cluster.sh"
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[None]:
     """Start the one-node cluster (installing Slurm when root and it is missing); stop it after the session if we
-    started it."""
+    started it. The session holds the cluster alone meanwhile (`cluster_lock`): another test session on this machine
+    would otherwise stop the cluster under this one's running jobs, or restart it with a clean slate (slurmctld -c)
+    that forgets them, and its own arrays would share the node's CPUs with this one's."""
     require(os.geteuid() == 0 or shutil.which("sbatch") is not None,
             "Slurm is not installed and installing it needs root")
-    done = subprocess.run(["bash", str(CLUSTER_SCRIPT), "start"], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        pytest.fail(f"could not start the Slurm cluster:\n{done.stdout}\n{done.stderr}")
-    started = done.stdout.strip().endswith("started")
-    yield
-    if started:
-        subprocess.run(["bash", str(CLUSTER_SCRIPT), "stop"], check=False, timeout=120)
+    with cluster_lock(CLUSTER_LOCK_WAIT_S) as held:
+        if not held:
+            pytest.fail(f"another test session has held the Slurm cluster ({CLUSTER_LOCK}) for "
+                        f"{CLUSTER_LOCK_WAIT_S:.0f} s")
+        done = subprocess.run(["bash", str(CLUSTER_SCRIPT), "start"], capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            pytest.fail(f"could not start the Slurm cluster:\n{done.stdout}\n{done.stderr}")
+        started = done.stdout.strip().endswith("started")
+        yield
+        if started:
+            subprocess.run(["bash", str(CLUSTER_SCRIPT), "stop"], check=False, timeout=120)
 
 
 @pytest.fixture

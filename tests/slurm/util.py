@@ -1,5 +1,6 @@
 """Helpers for the Slurm tests: an instant chat model, work directories, submitting runs and waiting for them."""
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -19,8 +20,33 @@ from tests.helpers.stack import REPO_ROOT, environment_config, free_port
 from tests.slurm.apps.instant_chat_model import answer
 
 STUB_APP = Path(__file__).parent / "apps" / "instant_chat_model.py"
+# One test session at a time uses the machine's one Slurm cluster (see conftest.slurm_cluster).
+CLUSTER_LOCK = Path(os.environ.get("NG_SLURM_STATE_DIR", "/tmp/nemo_gym_slurm")).with_suffix(".lock")
+CLUSTER_LOCK_WAIT_S = 800.0  # within pytest's 900 s per test, which the first Slurm test's set-up counts in
 CONFIGS = REPO_ROOT / "configs"
 MATH_CONFIG = environment_config("math")
+
+
+@contextmanager
+def cluster_lock(wait_s: float) -> Iterator[bool]:
+    """Hold CLUSTER_LOCK (an exclusive flock, released when this process ends however it ends) while the block runs;
+    yields False when another process held it for all of `wait_s`."""
+    CLUSTER_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(CLUSTER_LOCK, "a") as lock:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    yield False
+                    return
+                time.sleep(1)
+        try:
+            yield True
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @contextmanager
