@@ -8,7 +8,9 @@
 - Answers take a lognormal time (median `latency_median_s`, shape `latency_sigma`: a long tail), capped at 30 medians.
 - `time_scale` shrinks time: a budget's minute lasts 60 * time_scale seconds and latencies are scaled alike, so a
   run's shape holds in less wall time (whoever reports figures says the scale).
-- It plays the weather task of the other benchmarks (benchmarks/perf/stub_chat.py); `GET /stats` counts what came.
+- It plays the weather task of the other benchmarks (benchmarks/perf/stub_chat.py); `GET /stats` counts what came;
+  `POST /control {"model": ..., "api_key": ...}` changes the served name or the key it wants, to make a running
+  stack's name or key wrong.
 
 Started by ng_run like any server (`entrypoint: benchmarks/perf/hosted_api_stub.py`), with these settings.
 """
@@ -16,7 +18,9 @@ Started by ng_run like any server (`entrypoint: benchmarks/perf/hosted_api_stub.
 import asyncio
 import math
 import random
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -25,9 +29,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from benchmarks.perf.stub_chat import StubChatModel
 from nemo_gym.config.servers import ServerSettings
 from nemo_gym.server.base import HandlerError, error_response, json_response, json_route
+
+# ng_run loads this file by path, in processes whose sys.path need not hold the checkout (its `benchmarks` package).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.stub_chat import StubChatModel  # noqa: E402
 
 _CHARS_PER_TOKEN = 4
 
@@ -73,6 +80,7 @@ class HostedApiStub(StubChatModel):
         self._requests = _Bucket(s.requests_per_minute, minute_s, burst_s)
         self._tokens = _Bucket(s.tokens_per_minute, minute_s, burst_s)
         self._random = random.Random(s.seed)
+        self._model, self._key = s.model, s.api_key
         self.stats: dict[str, int] = {"requests": 0, "completed": 0, "rate_limited": 0, "unauthorized": 0,
                                       "model_not_found": 0, "models_listed": 0, "tokens_admitted": 0}
 
@@ -81,21 +89,28 @@ class HostedApiStub(StubChatModel):
             Route("/v1/chat/completions", self._limited_chat, methods=["POST"]),
             json_route("/v1/models", self._listing, methods=("GET",)),
             json_route("/stats", self._stats, methods=("GET",)),
+            json_route("/control", self._control),
         ]
 
     def _authorized(self, request: Request) -> bool:
-        return request.headers.get("authorization") == f"Bearer {self.settings.api_key}"
+        return request.headers.get("authorization") == f"Bearer {self._key}"
 
     async def _listing(self, body: Any, request: Request) -> Any:
         self.stats["models_listed"] += 1
         if not self._authorized(request):
             self.stats["unauthorized"] += 1
             raise HandlerError(401, "Incorrect API key provided.")
-        return {"object": "list", "data": [{"id": self.settings.model, "object": "model",
+        return {"object": "list", "data": [{"id": self._model, "object": "model",
                                             "context_length": self.settings.context_length}]}
 
     async def _stats(self, body: Any, request: Request) -> dict[str, int]:
         return self.stats
+
+    async def _control(self, body: dict[str, Any], request: Request) -> dict[str, str]:
+        """Serve another model name or want another key from now on (a wrong name or key, without a restart)."""
+        self._model = str(body.get("model", self._model))
+        self._key = str(body.get("api_key", self._key))
+        return {"model": self._model}
 
     def _latency(self) -> float:
         s = self.settings
@@ -108,7 +123,7 @@ class HostedApiStub(StubChatModel):
             self.stats["unauthorized"] += 1
             return error_response(401, "invalid_api_key", "Incorrect API key provided.")
         body = orjson.loads(await request.body())
-        if body.get("model") != self.settings.model:
+        if body.get("model") != self._model:
             self.stats["model_not_found"] += 1
             return error_response(404, "model_not_found", f"The model `{body.get('model')}` does not exist.")
         prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages") or []) // _CHARS_PER_TOKEN

@@ -42,11 +42,12 @@ COLLECT = ("import atexit, sys\n"
            "main()\n")
 
 
-def write_rows(path: Path, n: int) -> Path:
-    """The weather rows of the other benchmarks, with the `strict` flag NeMo Gym's request model requires on tools."""
+def write_rows(path: Path, n: int, **row_options: Any) -> Path:
+    """The weather rows of the other benchmarks (`row_options`: weather_row's), with the `strict` flag NeMo Gym's
+    request model requires on tools."""
     with open(path, "wb") as out:
         for i in range(n):
-            row = weather_row(i)
+            row = weather_row(i, **row_options)
             for tool in row["responses_create_params"]["tools"]:
                 tool["strict"] = True
                 tool["parameters"]["additionalProperties"] = False

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 import orjson
 
+from nemo_gym.metrics.call_metrics import CallAccumulator
 from nemo_gym.metrics.estimators import (
     CATEGORY_LIMIT, bootstrap_ci, bootstrap_ci_of_categories, k_ladder, majority_at_k, pass_at_ks,
 )
@@ -51,6 +52,7 @@ class AgentMetrics:
     reward_histogram: tuple[list[float], list[int]] = ([], [])  # bin edges, counts
     pass_at_k: dict[int, float] = field(default_factory=dict)
     work_dir: Any = None  # the TemporaryDirectory holding `groups_path`: it lives as long as this result
+    model_calls: list[dict[str, Any]] = field(default_factory=list)  # per endpoint (call_metrics.CallAccumulator)
 
 
 class AgentAccumulator:
@@ -76,6 +78,7 @@ class AgentAccumulator:
         self._largest_task = 0
         self._majority: dict[int, list[float]] = {}  # k -> [score sum, tasks used]
         self._reference = ReferenceScores()  # NeMo Gym's pass@k/accuracy family
+        self._calls = CallAccumulator()  # the rows' per-call records
 
     def add(self, row: dict[str, Any]) -> None:
         """Record `row`: its task, every numeric field and its extracted answer (this runs once per rollout, so
@@ -97,6 +100,7 @@ class AgentAccumulator:
                 self._add_numbers(usage.items(), n)
         else:
             self._add_numbers(row.items(), n)
+        self._calls.add(row)
         answer = row.get(EXTRACTED_ANSWER)
         self._answers.append(-1 if answer is None else self._answer_ids.setdefault(str(answer), len(self._answer_ids)))
         self._tasks.append(task)
@@ -197,7 +201,9 @@ class AgentAccumulator:
         overall = {name: self._values[name].statistics() for name in sorted(self._values)}
         for name, stats in overall.items():
             metrics.update({f"{stat}/{name}": stats[stat] for stat in STATS if stat in stats})
-        result = AgentMetrics(metrics, Path(self._dir.name) / GROUPS_FILE, work_dir=self._dir)
+        metrics.update(self._calls.metrics())
+        result = AgentMetrics(metrics, Path(self._dir.name) / GROUPS_FILE, work_dir=self._dir,
+                              model_calls=self._calls.table())
         if self._outcomes:
             self._reward_metrics(result, overall[REWARD])
         failed = sum((failures_by_class or {}).values())

@@ -27,6 +27,8 @@ from nemo_gym.server.base import HandlerError
 _BACKOFF_BASE_S = 1.0
 _BACKOFF_MAX_S = 60.0
 _MAX_TOKEN_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+_BYTES_PER_TOKEN = 4.0  # a prompt's tokens from its request's size, until the endpoint's own counts calibrate it
+_CALIBRATION_WEIGHT = 0.1  # how much each reported prompt moves the calibration
 
 
 def retry_after_s(exc: RequestFailed) -> float | None:
@@ -44,10 +46,10 @@ def retry_after_s(exc: RequestFailed) -> float | None:
     try:
         seconds = float(value)
     except ValueError:
-        when = email.utils.parsedate_to_datetime(value) if value.strip() else None
-        if when is None:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (ValueError, TypeError):  # neither seconds nor an HTTP date: no wait asked for
             return None
-        seconds = when.timestamp() - time.time()
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
@@ -60,19 +62,26 @@ def _max_tokens(body: dict[str, Any]) -> int | None:
 
 
 @dataclass
-class _OutputTokens:
-    """The mean output of the calls so far: what a request without a max token count is expected to generate."""
+class _TokenEstimate:
+    """A request's tokens before it is sent: its prompt from the request's size (bytes per token calibrated by the
+    prompt tokens the endpoint reports), and the mean output so far for a request that sets no maximum."""
 
-    total: int = 0
-    calls: int = 0
+    bytes_per_token: float = _BYTES_PER_TOKEN
+    output_total: int = 0
+    outputs: int = 0
 
-    def typical(self) -> float:
-        return self.total / self.calls if self.calls else 0.0
+    def estimate(self, body: dict[str, Any]) -> tuple[int, int]:
+        """(the request's size in bytes, its estimated tokens)."""
+        size = len(orjson.dumps(body))
+        typical = self.output_total / self.outputs if self.outputs else 0.0
+        return size, estimated_tokens(size / self.bytes_per_token, _max_tokens(body), typical)
 
-    def add(self, tokens: int | None) -> None:
-        if tokens is not None:
-            self.total += tokens
-            self.calls += 1
+    def learn(self, size: int, input_tokens: int | None, output_tokens: int | None) -> None:
+        if input_tokens:
+            self.bytes_per_token += _CALIBRATION_WEIGHT * (size / input_tokens - self.bytes_per_token)
+        if output_tokens is not None:
+            self.output_total += output_tokens
+            self.outputs += 1
 
 
 class EndpointCalls:
@@ -81,15 +90,13 @@ class EndpointCalls:
     def __init__(self, limiter: EndpointLimiter, *, max_rate_limited_attempts: int) -> None:
         self.limiter = limiter
         self.max_rate_limited_attempts = max_rate_limited_attempts
-        self._outputs = _OutputTokens()
+        self._tokens = _TokenEstimate()
 
     async def post(self, http: HttpClient, url: str, body: dict[str, Any], *, base_url: str, model: str,
                    headers: dict[str, str], timeout_s: float) -> tuple[Any, ModelCall]:
         """POST `body` to `url` (under `base_url`) through `http`; the reply and the record of the call."""
         started_at, started = time.time(), time.monotonic()
-        tokens = 0
-        if self.limiter.counts_tokens:
-            tokens = estimated_tokens(len(orjson.dumps(body)), _max_tokens(body), self._outputs.typical())
+        size, tokens = self._tokens.estimate(body) if self.limiter.counts_tokens else (0, 0)
         waited, attempts, limited = 0.0, 0, 0
         while True:
             waited += await self.limiter.acquire(tokens)
@@ -114,7 +121,8 @@ class EndpointCalls:
                                        RATE_LIMITED) from None
         latency = time.monotonic() - sent
         counts = usage_counts(reply.get("usage") if isinstance(reply, dict) else None)
-        self._outputs.add(counts["output_tokens"])
+        if size:
+            self._tokens.learn(size, counts["input_tokens"], counts["output_tokens"])
         used = (counts["input_tokens"] or 0) + (counts["output_tokens"] or 0)
         self.limiter.answered(used - tokens if tokens and used else 0)
         record = ModelCall(endpoint=public_endpoint(base_url), model=model, started_at=started_at,

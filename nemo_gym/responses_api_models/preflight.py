@@ -1,8 +1,10 @@
 """The preflight of a model endpoint: is it reachable, is the key accepted, is the model served, how long a context.
 
 One `GET <base_url>/models` with the server's key answers all four on vLLM, OpenAI and most gateways (vLLM reports
-`max_model_len` there). An endpoint without that route is asked one chat completion of one token instead. Model
-servers answer `GET /preflight` with the checks of their endpoints; ng_collect_rollouts asks each model server
+`max_model_len` there). It sends no generation request, so it costs nothing and shows in no count. Only what a rerun
+cannot fix refuses the run: no connection (or no answer in time), 401/403, a model list without the model. Any other
+answer (no /models route, an overloaded 503) shows the endpoint is there; the run goes on and says what went
+unchecked, and a failing endpoint is then the run-wide retry budget's to handle. Model servers answer `GET /preflight` with the checks of their endpoints; ng_collect_rollouts asks each model server
 before its first rollout, and ng_e2e_collect_rollouts checks the endpoints of its config before it starts a server
 (nemo_gym.rollout_collection.preflight). Nothing here ever shows the key: an endpoint's error text is cleaned of it.
 """
@@ -23,11 +25,10 @@ _DETAIL_CHARS = 200
 # Where /models entries report their context length: vLLM's name first, then the names gateways use.
 _CONTEXT_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length")
 
-# What was wrong; None when the endpoint is fine.
+# What was wrong; None when the endpoint is fine (`detail` may still say what went unchecked).
 UNREACHABLE = "unreachable"
 KEY_REJECTED = "key_rejected"
 MODEL_NOT_SERVED = "model_not_served"
-ENDPOINT_ERROR = "endpoint_error"
 
 
 @dataclass
@@ -58,8 +59,8 @@ class EndpointCheck:
         if self.problem == MODEL_NOT_SERVED:
             served = f" (it serves: {', '.join(self.served)})" if self.served else ""
             return f"{where} does not serve model '{self.model}'{served}: {self.detail}"
-        if self.problem is not None:
-            return f"{where} failed its check: {self.detail}"
+        if self.detail:
+            return f"{where} is reachable; key and model unchecked ({self.detail})"
         context = f", context {self.context_length} tokens" if self.context_length else ""
         return f"{where} serves '{self.model}'{context} (checked in {self.seconds:.2f} s)"
 
@@ -79,29 +80,13 @@ def _context_length(entry: dict[str, Any]) -> int | None:
     return None
 
 
-def _failed(check: EndpointCheck, exc: RequestFailed, api_key: str | None) -> EndpointCheck:
-    detail = exc.message if exc.status is None else f"HTTP {exc.status}: {exc.body}"
-    check.detail = _clean(str(detail), api_key)
+def _failed(check: EndpointCheck, exc: RequestFailed, api_key: str | None) -> None:
     if exc.status is None:
-        check.problem = UNREACHABLE
-    elif exc.status in (401, 403):
+        check.problem, check.detail = UNREACHABLE, _clean(exc.message, api_key)
+        return
+    check.detail = _clean(f"GET /models answered HTTP {exc.status}: {exc.body}", api_key)
+    if exc.status in (401, 403):
         check.problem = KEY_REJECTED
-    elif exc.status == 404 or (exc.status == 400 and "model" in check.detail.lower()):
-        check.problem = MODEL_NOT_SERVED
-    else:
-        check.problem = ENDPOINT_ERROR
-    return check
-
-
-async def _probe_generation(http: HttpClient, check: EndpointCheck, base_url: str, headers: dict[str, str],
-                            api_key: str | None, timeout_s: float) -> EndpointCheck:
-    """For an endpoint without /models: one chat completion of one token tells the key and the model apart."""
-    body = {"model": check.model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-    try:
-        await http.post_json(f"{base_url}/chat/completions", body, headers=headers, timeout_s=timeout_s)
-    except RequestFailed as exc:
-        return _failed(check, exc, api_key)
-    return check
 
 
 async def check_endpoint(http: HttpClient, server: str, base_url: str, api_key: str | None, model: str,
@@ -116,10 +101,7 @@ async def check_endpoint(http: HttpClient, server: str, base_url: str, api_key: 
             try:
                 listing = await http.get_json(f"{base_url}/models", headers=headers, timeout_s=timeout_s)
             except RequestFailed as exc:
-                if exc.status in (404, 405):
-                    await _probe_generation(http, check, base_url, headers, api_key, timeout_s)
-                else:
-                    _failed(check, exc, api_key)
+                _failed(check, exc, api_key)
             else:
                 _read_listing(check, listing)
     except TimeoutError:
@@ -131,7 +113,7 @@ async def check_endpoint(http: HttpClient, server: str, base_url: str, api_key: 
 def _read_listing(check: EndpointCheck, listing: Any) -> None:
     entries = listing.get("data") if isinstance(listing, dict) else None
     if not isinstance(entries, list):
-        check.problem, check.detail = ENDPOINT_ERROR, "GET /models answered without a 'data' list"
+        check.detail = "GET /models answered without a 'data' list"
         return
     models = {str(entry.get("id")): entry for entry in entries if isinstance(entry, dict)}
     if not check.model:  # no name configured: the endpoint's own default is used

@@ -45,7 +45,6 @@ HEADROOM = 1.2  # the learned rate stays within this factor of the answered rate
 RATE_WINDOW_S = 10.0  # time constant of the answered-rate estimate
 _MEASURED_AFTER_S = 1.0  # answers over less time than this do not measure a rate yet
 _MIN_FIRST_INTERVAL_S = 0.01
-_CHARS_PER_TOKEN = 4  # the usual estimate of a prompt's tokens from its length, as OpenAI's own limiter makes it
 
 T = TypeVar("T")
 
@@ -216,12 +215,11 @@ class EndpointLimiter:
         self._state.update(change)
 
 
-def estimated_tokens(body_bytes: int, max_output_tokens: int | None, typical_output_tokens: float) -> int:
-    """What a request will count against a token budget: its prompt, estimated from the request's size, plus the
-    most it may generate (what OpenAI charges when the request arrives), or the typical output so far when it sets
-    no maximum."""
+def estimated_tokens(prompt_tokens: float, max_output_tokens: int | None, typical_output_tokens: float) -> int:
+    """What a request will count against a token budget: its prompt plus the most it may generate (what OpenAI
+    charges when the request arrives), or the typical output so far when it sets no maximum."""
     output = max_output_tokens if max_output_tokens is not None else typical_output_tokens
-    return int(body_bytes / _CHARS_PER_TOKEN + output)
+    return int(prompt_tokens + output)
 
 
 _SHARED: dict[tuple[str, Budgets], EndpointLimiter] = {}

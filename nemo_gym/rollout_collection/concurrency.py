@@ -54,7 +54,7 @@ class Aimd:
         if outcome.failed:
             return level
         self._credit += 1.0 if self._doubling else 1.0 / level
-        grown = int(self._credit)
+        grown = int(self._credit + 1e-9)  # `level` sums of 1/level make 1, whatever the rounding
         self._credit -= grown
         return min(self.ceiling, level + grown)
 

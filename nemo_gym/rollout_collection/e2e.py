@@ -30,6 +30,7 @@ from nemo_gym.rollout_collection.config import (
 )
 from nemo_gym.rollout_collection.dry_run import check_collection, plan_collection
 from nemo_gym.rollout_collection.inputs import shared_index_error
+from nemo_gym.rollout_collection.preflight import preflight_config
 from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError, load_prompt_config
 from nemo_gym.rollout_collection.resume_check import check_fresh
 from nemo_gym.rollout_collection.task_groups import SharedIndexCheck
@@ -176,6 +177,8 @@ def plan_e2e(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) ->
     """+dry_run=true: check every server's settings and every row of the split against the configured agents, and
     print the plan; the inputs are prepared in a temporary folder and no server starts."""
     check_server_settings(global_config)
+    if config.preflight:
+        run_sync(preflight_config(global_config))
     agents = _configured_agents(global_config)
     with tempfile.TemporaryDirectory(prefix="ng_dry_run_") as scratch:
         reuse = config.reuse_existing_data_preparation and config.prepared_inputs_fpath.is_file()
@@ -195,6 +198,8 @@ def _check_before_start(config: E2ERolloutCollectionConfig, global_config: Globa
         check_fresh(config)  # before preparing: a refused rerun leaves the earlier run's prepared inputs as they were
     if config.upload_rollouts_to_wandb:
         require_wandb_login()
+    if config.preflight:  # the endpoints the config calls, already running: nothing is started or written first
+        run_sync(preflight_config(global_config))
     inputs = prepare_split_inputs(config, global_config)
     check_collection(collection_config(config, inputs, "(not started)"), _configured_agents(global_config), None)
     return inputs

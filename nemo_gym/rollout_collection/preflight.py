@@ -42,8 +42,7 @@ def _conclude(checks: list[EndpointCheck], say: Say) -> None:
     """Say each fine endpoint; raise the first problem as one line."""
     bad = [check for check in checks if check.problem]
     if bad:
-        more = f" (and {len(bad) - 1} more endpoint(s) failed their check)" if len(bad) > 1 else ""
-        raise PreflightError(f"{bad[0].line()}{more}; nothing was run")
+        raise PreflightError("; ".join(check.line() for check in bad) + "; nothing was run")
     for check in checks:
         say(f"preflight: {check.line()}")
 

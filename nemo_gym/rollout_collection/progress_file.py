@@ -8,6 +8,7 @@ documented in docs/collection.md ("The progress file").
 
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,43 @@ def read_progress(path: Path) -> dict[str, Any]:
     if not isinstance(snapshot, dict) or snapshot.get("format") != FORMAT:
         raise InputDataError(f"{path} is not a progress file of format {FORMAT}")
     return snapshot
+
+
+def is_stale(snapshot: dict[str, Any], now: float) -> bool:
+    """A running (or paused) run whose collector has not replaced the file for STALE_INTERVALS intervals: gone."""
+    return (snapshot.get("state") in (RUNNING, PAUSED)
+            and now - float(snapshot.get("updated_at") or 0) > STALE_INTERVALS * INTERVAL_S)
+
+
+def progress_ok(snapshot: dict[str, Any], now: float) -> bool:
+    """Running and alive, or finished with nothing failed."""
+    if is_stale(snapshot, now):
+        return False
+    return snapshot.get("state") in (RUNNING, PAUSED) or (snapshot.get("state") == FINISHED
+                                                          and not snapshot.get("failed"))
+
+
+def progress_lines(snapshot: dict[str, Any], now: float | None = None) -> list[str]:
+    """The snapshot for a person (ng_status)."""
+    now = time.time() if now is None else now
+    state = str(snapshot.get("state"))
+    age = now - float(snapshot.get("updated_at") or 0)
+    if is_stale(snapshot, now):
+        state = f"{state}, but not updated for {age:.0f} s: the collector (pid {snapshot.get('pid')} on " \
+                f"{snapshot.get('host')}) is gone"
+    eta = snapshot.get("eta_s")
+    concurrency = snapshot.get("concurrency") or {}
+    retries = snapshot.get("retries") or {}
+    lines = [f"run: {snapshot.get('output')} ({state}; updated {age:.0f} s ago)",
+             f"done: {snapshot.get('done')}/{snapshot.get('total')} ({snapshot.get('done_before')} before this run), "
+             f"failed {snapshot.get('failed')}, in flight {snapshot.get('in_flight')} "
+             f"(level {concurrency.get('level')} of {concurrency.get('ceiling')})",
+             f"rate: {snapshot.get('rate_per_s')} rollouts/s" + (f", ETA {eta:.0f} s" if eta else "")
+             + f"; 429s {snapshot.get('rate_limited')}, retries {retries.get('rollouts', 0)} rollouts "
+               f"+ {retries.get('model_calls', 0)} model calls"]
+    if snapshot.get("message"):
+        lines.append(f"message: {snapshot['message']}")
+    for name, counts in (snapshot.get("agents") or {}).items():
+        lines.append(f"  {name}: {counts.get('succeeded')} succeeded, {counts.get('failed')} failed, "
+                     f"{counts.get('in_flight')} in flight, {counts.get('rate_limited')} 429s")
+    return lines

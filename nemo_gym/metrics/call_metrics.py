@@ -1,0 +1,135 @@
+"""Metrics of the model calls behind the rollouts: latency percentiles per endpoint, tokens per second, 429s, retries.
+
+Fed each row's per-call records (`nemo_gym.model_calls`, the row's `_ng_model_calls`) by the one aggregation pass,
+in constant memory: latencies go into log-spaced buckets 1% wide, so p50/p95/p99 are within 1% of the exact value
+however many calls there were. An agent's `agent_metrics` get the figures over all its calls as `model_calls/...`
+(and per endpoint as `model_calls/<endpoint>/...` when it used more than one); the report and the viewer show the
+per-endpoint table (`EndpointStats.summary`).
+"""
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from nemo_gym.model_calls import ModelCall, calls_of
+
+PREFIX = "model_calls"
+QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+TOKEN_KINDS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
+_BUCKET_GROWTH = 1.01  # a bucket's upper edge over its lower one: 1% resolution
+_LOG_GROWTH = math.log(_BUCKET_GROWTH)
+_SMALLEST_S = 1e-6
+
+
+def _bucket(seconds: float) -> int:
+    return math.floor(math.log(max(seconds, _SMALLEST_S)) / _LOG_GROWTH)
+
+
+def _bucket_value(bucket: int) -> float:
+    """The middle of a bucket (geometric): within half a percent of every latency in it."""
+    return math.exp((bucket + 0.5) * _LOG_GROWTH)
+
+
+@dataclass
+class EndpointStats:
+    """Everything counted for the calls to one endpoint."""
+
+    calls: int = 0
+    attempts: int = 0
+    rate_limited: int = 0
+    latency_sum_s: float = 0.0
+    wait_sum_s: float = 0.0
+    latencies: Counter[int] = field(default_factory=Counter)
+    tokens: dict[str, int] = field(default_factory=dict)  # per kind, over the calls that reported it
+    first_start: float = math.inf
+    last_end: float = -math.inf
+
+    def add(self, call: ModelCall) -> None:
+        self.calls += 1
+        self.attempts += call.attempts
+        self.rate_limited += call.rate_limited
+        self.latency_sum_s += call.latency_s
+        self.wait_sum_s += call.wait_s
+        self.latencies[_bucket(call.latency_s)] += 1
+        for kind in TOKEN_KINDS:
+            count = getattr(call, kind)
+            if count is not None:
+                self.tokens[kind] = self.tokens.get(kind, 0) + count
+        self.first_start = min(self.first_start, call.started_at)
+        self.last_end = max(self.last_end, call.started_at + call.wait_s + call.latency_s)
+
+    def quantile(self, q: float) -> float:
+        """The latency that a share `q` of the calls did not exceed (nearest rank, bucketed)."""
+        rank = max(1, math.ceil(q * self.calls))
+        seen = 0
+        for bucket in sorted(self.latencies):
+            seen += self.latencies[bucket]
+            if seen >= rank:
+                return _bucket_value(bucket)
+        return math.nan
+
+    def summary(self, rollouts: int) -> dict[str, float]:
+        """The figures of these calls, by name; `rollouts`: the rollouts they served."""
+        span = self.last_end - self.first_start
+        out: dict[str, float] = {
+            "count": float(self.calls),
+            "per_rollout": self.calls / rollouts if rollouts else math.nan,
+            **{f"latency_{name}_s": self.quantile(q) for name, q in QUANTILES},
+            "latency_mean_s": self.latency_sum_s / self.calls,
+            "wait_mean_s": self.wait_sum_s / self.calls,
+            "rate_limited": float(self.rate_limited),
+            "rate_limited_per_rollout": self.rate_limited / rollouts if rollouts else math.nan,
+            "retries": float(self.attempts - self.calls),
+            "retries_per_rollout": (self.attempts - self.calls) / rollouts if rollouts else math.nan,
+        }
+        for kind, total in sorted(self.tokens.items()):
+            out[kind] = float(total)
+        if "output_tokens" in self.tokens and span > 0:
+            out["output_tokens_per_s"] = self.tokens["output_tokens"] / span
+        return out
+
+
+class CallAccumulator:
+    """One agent's model calls, per endpoint."""
+
+    def __init__(self) -> None:
+        self.rollouts = 0  # rollouts whose row listed its calls
+        self.endpoints: dict[str, EndpointStats] = {}
+        self.overall = EndpointStats()
+
+    def add(self, row: dict[str, Any]) -> None:
+        calls = calls_of(row)
+        if not calls:
+            return
+        self.rollouts += 1
+        for call in calls:
+            stats = self.endpoints.get(call.endpoint)
+            if stats is None:
+                stats = self.endpoints[call.endpoint] = EndpointStats()
+            stats.add(call)
+            self.overall.add(call)
+
+    def metrics(self) -> dict[str, float]:
+        """`model_calls/...` over all calls, and per endpoint when there were several; {} without records."""
+        if not self.overall.calls:
+            return {}
+        out = {f"{PREFIX}/{name}": value for name, value in self.overall.summary(self.rollouts).items()}
+        if len(self.endpoints) > 1:
+            for endpoint, stats in sorted(self.endpoints.items()):
+                out.update({f"{PREFIX}/{endpoint}/{name}": value
+                            for name, value in stats.summary(self.rollouts).items()})
+        return out
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per endpoint, for the report and the viewer."""
+        return [{"endpoint": endpoint, **stats.summary(self.rollouts)}
+                for endpoint, stats in sorted(self.endpoints.items())]
+
+
+def call_table(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The per-endpoint table of `rows`' model calls (what the viewer shows of a run)."""
+    accumulator = CallAccumulator()
+    for row in rows:
+        accumulator.add(row)
+    return accumulator.table()

@@ -1,0 +1,65 @@
+"""One real stack for the hosted-API tests, started once per session:
+
+    ng_collect_rollouts -> simple_agent ----> vllm_model `policy_model` (no limits: learns from 429s) -> stub
+                        -> limited_agent ---> vllm_model `limited_model` (max_requests_per_minute, 2 workers) -> stub
+
+The stub (benchmarks/perf/hosted_api_stub.py) is a rate-limited hosted API on loopback: 600 requests a minute, a
+burst of one second of them, 429 with Retry-After beyond, answers in about 50 ms. `GET /stats` counts what it saw.
+"""
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+import yaml
+
+from tests.helpers.stack import REPO_ROOT, Stack, environment_config, free_port, running_stack
+
+STUB = REPO_ROOT / "benchmarks" / "perf" / "hosted_api_stub.py"
+STUB_MODEL, STUB_KEY = "stub-hosted", "sk-stub-hosted-test"
+RPM = 600
+AGENT, LIMITED_AGENT = "example_single_tool_call_simple_agent", "limited_agent"
+
+
+def stub_settings(port: int, **overrides: Any) -> dict[str, Any]:
+    return {"entrypoint": str(STUB), "port": port, "model": STUB_MODEL, "api_key": STUB_KEY,
+            "requests_per_minute": RPM, "tokens_per_minute": 10_000_000, "latency_median_s": 0.05,
+            "latency_sigma": 0.3, **overrides}
+
+
+def model_server(base_url: str, **settings: Any) -> dict[str, Any]:
+    return {"responses_api_models": {"vllm_model": {"base_url": base_url, "api_key": STUB_KEY, "model": STUB_MODEL,
+                                                    **settings}}}
+
+
+class HostedStack:
+    def __init__(self, stack: Stack, workdir: Path, stub_url: str) -> None:
+        self.stack = stack
+        self.workdir = workdir
+        self.stub_url = stub_url  # ends in /v1
+
+    def args(self, agent: str, *extra: str) -> list[str]:
+        return [f"+head_server.port={self.stack.head_url.rsplit(':', 1)[1]}", f"+agent_name={agent}", *extra]
+
+    def stats(self) -> dict[str, int]:
+        return httpx.get(f"{self.stub_url.removesuffix('/v1')}/stats", trust_env=False, timeout=10).json()
+
+
+@pytest.fixture(scope="session")
+def hosted_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostedStack]:
+    workdir = tmp_path_factory.mktemp("hosted_stack")
+    port = free_port()
+    stub_url = f"http://127.0.0.1:{port}/v1"
+    tree = {
+        "hosted_api": {"responses_api_models": {"hosted_api_stub": stub_settings(port)}},
+        "policy_model": model_server(stub_url),
+        "limited_model": model_server(stub_url, max_requests_per_minute=RPM, workers=2),
+        LIMITED_AGENT: {"responses_api_agents": {"simple_agent": {
+            "resources_server": {"type": "resources_servers", "name": "example_single_tool_call"},
+            "model_server": {"type": "responses_api_models", "name": "limited_model"}}}},
+    }
+    (workdir / "hosted.yaml").write_text(yaml.safe_dump(tree))
+    configs = f"{environment_config('example_single_tool_call')},{workdir / 'hosted.yaml'}"
+    with running_stack([f"+config_paths=[{configs}]"], cwd=workdir) as stack:
+        yield HostedStack(stack, workdir, stub_url)

@@ -1,0 +1,103 @@
+"""The endpoint limiter: configured budgets are never exceeded (in one process or across forked workers sharing
+it), a 429's Retry-After pauses every sender and voids earlier reservations, and without a configured limit a 429
+sets a learned rate. Every check is an upper bound on how fast requests went out, which other load on the machine
+can only make slower, so no verdict depends on timing luck."""
+
+import asyncio
+import multiprocessing
+import os
+import time
+
+from nemo_gym.responses_api_models.rate_limits import BURST_S, Budgets, EndpointLimiter, shared_limiter
+
+
+async def _send_times(limiter: EndpointLimiter, n: int, tokens: int = 0) -> list[float]:
+    async def one() -> float:
+        await limiter.acquire(tokens)
+        return time.monotonic()
+
+    return sorted(await asyncio.gather(*(one() for _ in range(n))))
+
+
+def _most_in_any_window(times: list[float], window_s: float) -> int:
+    return max(sum(1 for t in times[i:] if t - start <= window_s) for i, start in enumerate(times))
+
+
+def _within_rate(times: list[float], per_s: float) -> bool:
+    """No window held more sends than the rate (plus the burst and one) allows."""
+    return all(_most_in_any_window(times, w) <= per_s * (w + BURST_S) + 1 for w in (0.25, 0.5, 1.0, 2.0))
+
+
+def test_requests_per_minute_are_never_exceeded() -> None:
+    times = asyncio.run(_send_times(EndpointLimiter(Budgets(requests_per_minute=600)), 26))
+    assert times[-1] - times[0] >= (26 - 1 - 10 * BURST_S) / 10 - 0.01
+    assert _within_rate(times, 10.0)
+
+
+def test_tokens_per_minute_are_never_exceeded() -> None:
+    times = asyncio.run(_send_times(EndpointLimiter(Budgets(tokens_per_minute=6000)), 8, tokens=50))  # 2/s
+    assert times[-1] - times[0] >= (8 - 1 - 2 * BURST_S) / 2 - 0.01
+    assert _within_rate(times, 2.0)
+
+
+def _child_sends(limiter: EndpointLimiter, n: int, out: "multiprocessing.connection.Connection") -> None:
+    out.send(asyncio.run(_send_times(limiter, n)))
+    out.close()
+
+
+def test_forked_workers_share_one_budget() -> None:
+    """What a model server's worker processes do: each has the limiter its launcher made before forking."""
+    limiter = shared_limiter(f"test-{os.getpid()}", Budgets(requests_per_minute=600))
+    receiver, sender = multiprocessing.get_context("fork").Pipe(duplex=False)
+    child = multiprocessing.get_context("fork").Process(target=_child_sends, args=(limiter, 15, sender))
+    child.start()
+    ours = asyncio.run(_send_times(limiter, 15))
+    theirs = receiver.recv()
+    child.join(timeout=60)
+    together = sorted(ours + theirs)
+    assert child.exitcode == 0
+    # Split per worker, each would send at 10/s and the two together at 20/s: 30 sends in about 1 s.
+    assert together[-1] - together[0] >= (30 - 1 - 10 * BURST_S) / 10 - 0.01
+    assert _within_rate(together, 10.0)
+
+
+def test_a_429_pauses_everyone_and_voids_the_reservations_made_before_it() -> None:
+    async def main() -> tuple[float, list[float]]:
+        limiter = EndpointLimiter(Budgets(requests_per_minute=600))
+        waiting = [asyncio.create_task(_send_times(limiter, 1)) for _ in range(10)]  # reserved over ~0.5 s
+        await asyncio.sleep(0)
+        limited_at = time.monotonic()
+        limiter.limited(retry_after_s=0.3)
+        sent = sorted(t for times in await asyncio.gather(*waiting) for t in times)
+        return limited_at, sent
+
+    limited_at, sent = asyncio.run(main())
+    assert sent[0] >= limited_at + 0.3  # nobody sent during the pause
+    # After it they went out one by one at the budget's pace, not all together when the pause ended.
+    assert _within_rate(sent, 10.0) and sent[-1] - sent[0] >= (10 - 1 - 10 * BURST_S) / 10 - 0.01
+
+
+def test_without_a_limit_a_429_before_any_answer_sets_one_request_per_retry_after() -> None:
+    async def main() -> tuple[float | None, list[float]]:
+        limiter = EndpointLimiter(Budgets())
+        limiter.limited(retry_after_s=0.2)
+        learned = limiter.learned_requests_per_minute()
+        return learned, await _send_times(limiter, 6)
+
+    learned, sent = asyncio.run(main())
+    assert learned == 300.0  # one request per 0.2 s
+    # A learned rate gets no burst: every send is at least its interval after the one before (bar rounding).
+    assert all(later - earlier >= 0.2 - 0.01 for earlier, later in zip(sent, sent[1:]))
+
+
+def test_the_learned_rate_grows_back_only_while_answers_come() -> None:
+    limiter = EndpointLimiter(Budgets())
+    limiter.limited(retry_after_s=0.05)
+    first = limiter.learned_requests_per_minute()
+    asyncio.run(_send_times(limiter, 5))  # sent, never answered: nothing shows the endpoint takes more
+    assert limiter.learned_requests_per_minute() == first
+    for _ in range(30):  # 1.5 s of answers: past the second after a cut in which the rate does not grow
+        limiter.answered(0)
+        asyncio.run(_send_times(limiter, 1))
+    grown = limiter.learned_requests_per_minute()
+    assert first is not None and grown is not None and grown > first
