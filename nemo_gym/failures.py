@@ -5,22 +5,38 @@ the same class (and the same retry decision) whichever of them met it.
 """
 
 import random
-import typing
 from dataclasses import dataclass
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any, NewType
 
 from nemo_gym.errors import DownstreamError
 
-FailureClass = Literal["connect", "timeout", "http_5xx", "http_4xx", "invalid_response", "agent_error",
-                       "judge_error", "rate_limited"]
-FAILURE_CLASSES: tuple[str, ...] = typing.get_args(FailureClass)
-# The judge model of an environment failed or gave no verdict: the rollout itself is done, so it is a failure of its
-# verification (kept with the rollout, for ng_reverify_rollouts), never a reward.
-JUDGE_ERROR: FailureClass = "judge_error"
-# A model endpoint still answered 429 after its model server waited (its Retry-After) and sent the call again.
-RATE_LIMITED: FailureClass = "rate_limited"
+
+class FailureClass(StrEnum):
+    """Why a request or a rollout failed. The values are a format: failure records, error bodies and metrics carry
+    them as these strings."""
+
+    CONNECT = "connect"  # refused, reset, or closed before the reply: a retry may reach a healthy server
+    TIMEOUT = "timeout"  # no complete reply within the deadline
+    HTTP_5XX = "http_5xx"  # the server answered with an error of its own
+    HTTP_4XX = "http_4xx"  # the request was refused: no retry fixes it
+    INVALID_RESPONSE = "invalid_response"  # an answer that is not what the protocol promises (malformed, truncated)
+    AGENT_ERROR = "agent_error"  # a server's handler raised
+    # The judge model of an environment failed or gave no verdict: the rollout itself is done, so it is a failure of
+    # its verification (kept with the rollout, for ng_reverify_rollouts), never a reward.
+    JUDGE_ERROR = "judge_error"
+    # A model endpoint still answered 429 after its model server waited (its Retry-After) and sent the call again.
+    RATE_LIMITED = "rate_limited"
+
+
+# A class an agent declared itself that is not one of ours (NeMo Gym's `_ng_failure_class`: transient, kill_shaped,
+# ...): kept as the agent wrote it, and never taken for one of ours.
+DeclaredFailureClass = NewType("DeclaredFailureClass", str)
+
+FAILURE_CLASSES: frozenset[str] = frozenset(FailureClass)
 # Classes a later attempt can fix: the server was away, slow or overloaded.
-RETRYABLE_CLASSES: tuple[str, ...] = ("connect", "timeout", "http_5xx", RATE_LIMITED)
+RETRYABLE_CLASSES: frozenset[FailureClass] = frozenset({FailureClass.CONNECT, FailureClass.TIMEOUT,
+                                                       FailureClass.HTTP_5XX, FailureClass.RATE_LIMITED})
 TOO_MANY_REQUESTS = 429
 
 
@@ -55,7 +71,7 @@ class RequestFailed(DownstreamError):
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
-        self.failure_class = failure_class
+        self.failure_class = FailureClass(failure_class)  # a misspelt class fails here, not in a record
         self.message = message
         self.url = url
         self.status = status
@@ -65,19 +81,24 @@ class RequestFailed(DownstreamError):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "failure_class": self.failure_class,
+            "failure_class": self.failure_class.value,
             "message": self.message,
             "status": self.status,
             "attempts": self.attempts,
         }
 
 
+def declared_failure_class(name: str) -> FailureClass | DeclaredFailureClass:
+    """The class a failure body or an agent's marker names: one of ours when it is one, else kept as declared."""
+    return FailureClass(name) if name in FAILURE_CLASSES else DeclaredFailureClass(name)
+
+
 def failure_class_of(exc: RequestFailed) -> FailureClass:
     """The most specific class: a server's 502 carries the class of the downstream call that failed."""
     if isinstance(exc.body, dict) and isinstance(exc.body.get("error"), dict):
         downstream = exc.body["error"].get("failure_class")
-        if downstream in FAILURE_CLASSES:
-            return downstream
+        if isinstance(downstream, str) and downstream in FAILURE_CLASSES:
+            return FailureClass(downstream)
     return exc.failure_class
 
 
@@ -86,4 +107,4 @@ def is_retryable(exc: RequestFailed) -> bool:
     relayed as 502 (a bad request, which no retry fixes)."""
     if exc.status == TOO_MANY_REQUESTS:
         return True
-    return exc.failure_class in RETRYABLE_CLASSES and failure_class_of(exc) != "http_4xx"
+    return exc.failure_class in RETRYABLE_CLASSES and failure_class_of(exc) != FailureClass.HTTP_4XX

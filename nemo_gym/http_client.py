@@ -16,7 +16,6 @@ import orjson
 
 # The failure types are nemo_gym.failures'; callers of the client may take them from here.
 from nemo_gym.failures import (  # noqa: F401
-    FAILURE_CLASSES,
     NO_RETRY,
     FailureClass,
     RequestFailed,
@@ -42,11 +41,11 @@ def _transport_failure(exc: WireError, url: str) -> RequestFailed:
     """The failure class of a request that got no complete reply."""
     kind: FailureClass
     if isinstance(exc, ConnectFailed):
-        kind = "connect"  # refused, reset, or closed before the reply: a retry may reach a healthy server
+        kind = FailureClass.CONNECT  # refused, reset, or closed before the reply: a retry may reach a healthy server
     elif isinstance(exc, BadReply):
-        kind = "invalid_response"  # the server answered, but with a truncated body or malformed HTTP
+        kind = FailureClass.INVALID_RESPONSE  # the server answered, but with a truncated body or malformed HTTP
     else:
-        kind = "timeout"
+        kind = FailureClass.TIMEOUT
     return RequestFailed(kind, f"{type(exc).__name__} calling {url}: {exc}", url=url)
 
 
@@ -166,7 +165,7 @@ class HttpClient:
         status, raw = await self.request_raw(method, url, content, headers={**JSON_HEADERS, **headers} if headers
                                              else JSON_HEADERS, timeout_s=timeout_s, reply_headers=kept)
         if status >= 400:
-            kind: FailureClass = "http_5xx" if status >= 500 else "http_4xx"
+            kind = FailureClass.HTTP_5XX if status >= 500 else FailureClass.HTTP_4XX
             body_out = _error_body(raw)
             raise RequestFailed(
                 kind, f"HTTP {status} from {url}: {str(body_out)[:300]}", url=url, status=status, body=body_out,
@@ -176,7 +175,7 @@ class HttpClient:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise RequestFailed(
-                "invalid_response", f"invalid JSON from {url} ({len(raw)} bytes)", url=url, status=status
+                FailureClass.INVALID_RESPONSE, f"invalid JSON from {url} ({len(raw)} bytes)", url=url, status=status
             ) from None
 
 
@@ -202,10 +201,10 @@ def get_json_blocking(url: str, timeout_s: float = 5.0) -> Any:
     not JSON."""
     status, raw = get_blocking(url, timeout_s)
     if status >= 400:
-        kind: FailureClass = "http_5xx" if status >= 500 else "http_4xx"
+        kind = FailureClass.HTTP_5XX if status >= 500 else FailureClass.HTTP_4XX
         raise RequestFailed(kind, f"HTTP {status} from {url}", url=url, status=status, body=_error_body(raw))
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise RequestFailed("invalid_response", f"invalid JSON from {url} ({len(raw)} bytes)", url=url,
+        raise RequestFailed(FailureClass.INVALID_RESPONSE, f"invalid JSON from {url} ({len(raw)} bytes)", url=url,
                             status=status) from None

@@ -22,7 +22,7 @@ from typing import Any
 from benchmarks.perf.lifecycle import run_child
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, load_average, recording
 from benchmarks.perf.vllm_server import MODEL_NAME, vllm_server
-from nemo_gym.failures import JUDGE_ERROR
+from nemo_gym.failures import FailureClass
 from nemo_gym.jsonl_records import iter_records
 from nemo_gym.run_files.metrics_file import read_metrics
 from nemo_gym.run_files.paths import RunPaths
@@ -62,7 +62,7 @@ def run_environment(name: str, options: tuple[list[str], list[str]], base_url: s
     for _, record in iter_records(RunPaths(output).failures) if RunPaths(output).failures.exists() else []:
         failed[record["failure_class"]] = failed.get(record["failure_class"], 0) + 1
     done = _DONE.search(result.stdout)
-    if result.returncode not in (0, 1) or set(failed) - {JUDGE_ERROR} or done is None:
+    if result.returncode not in (0, 1) or set(failed) - {FailureClass.JUDGE_ERROR} or done is None:
         raise BenchmarkFailed(f"{name}: ng_e2e_collect_rollouts exited {result.returncode} (failures {failed}):\n"
                               f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     rows = [row for _, row in iter_records(output)] if output.exists() else []

@@ -10,6 +10,8 @@ to the failures file and is retried on resume, and never scored.
 from dataclasses import dataclass
 from typing import Any
 
+from nemo_gym.failures import DeclaredFailureClass, FailureClass, declared_failure_class
+
 FAILURE_CLASS_KEY = "_ng_failure_class"
 NO_PERSIST_KEY = "_ng_no_persist"
 KILL_SHAPED = "kill_shaped"  # NeMo Gym's class for rollouts killed from outside, the only one marked no-persist
@@ -18,7 +20,7 @@ ERROR_MESSAGE_KEY = "error_message"  # what went wrong, beside the marker
 
 @dataclass(frozen=True)
 class MarkedFailure:
-    failure_class: str
+    failure_class: FailureClass | DeclaredFailureClass
     message: str
 
 
@@ -29,7 +31,7 @@ def marked_failure(reply: Any) -> MarkedFailure | None:
     declared = reply.get(FAILURE_CLASS_KEY)
     if declared in (None, "") and not reply.get(NO_PERSIST_KEY):
         return None
-    failure_class = str(declared) if declared not in (None, "") else KILL_SHAPED
+    failure_class = declared_failure_class(str(declared) if declared not in (None, "") else KILL_SHAPED)
     detail = reply.get(ERROR_MESSAGE_KEY)
     message = f"the agent marked the rollout failed ({FAILURE_CLASS_KEY}={failure_class})"
     return MarkedFailure(failure_class, f"{message}: {detail}" if detail else message)

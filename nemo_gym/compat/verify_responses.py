@@ -12,7 +12,7 @@ import orjson
 
 from nemo_gym.errors import NemoGymError
 from nemo_gym.json_chunks import as_async, json_array_chunks
-from nemo_gym.failures import RequestFailed
+from nemo_gym.failures import FailureClass, RequestFailed
 
 VERIFY_RESPONSES = "verify_responses"
 _HEAVY_FIELDS = ("response", "responses_create_params")
@@ -54,10 +54,11 @@ def check_answer(answer: Any, url: str) -> dict[str, Any]:
     """NeMo Gym's AggregateMetrics answer, checked: every field optional, each of its declared type."""
     # A malformed answer is the server's fault (downstream), like any other invalid response.
     if not isinstance(answer, dict):
-        raise RequestFailed("invalid_response", f"{url} did not answer /aggregate_metrics with a JSON object", url=url)
+        raise RequestFailed(FailureClass.INVALID_RESPONSE,
+                            f"{url} did not answer /aggregate_metrics with a JSON object", url=url)
     for key, kind in (("agent_metrics", dict), ("key_metrics", dict), ("group_level_metrics", list)):
         if answer.get(key) is not None and not isinstance(answer[key], kind):
-            raise RequestFailed("invalid_response",
+            raise RequestFailed(FailureClass.INVALID_RESPONSE,
                                 f"{url}: '{key}' of the /aggregate_metrics answer must be a {kind.__name__}", url=url)
     return answer
 

@@ -33,6 +33,7 @@ from pydantic import Field
 
 from nemo_gym.config.servers import ServerSettings
 from nemo_gym.errors import DownstreamError, NemoGymError
+from nemo_gym.failures import FailureClass
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall, usage_counts
 from nemo_gym.protocol import MAX_TURNS_PARAM, SESSION_HEADER
@@ -123,7 +124,7 @@ class AgentServer(BaseServer):
             headers={SESSION_HEADER: session_id}, timeout_s=self.model_timeout_s,
         )
         if not isinstance(response, dict) or not isinstance(response.get("output"), list):
-            raise HandlerError(502, "model server answered without an 'output' list", "invalid_response")
+            raise HandlerError(502, "model server answered without an 'output' list", FailureClass.INVALID_RESPONSE)
         record = response.pop(REPLY_FIELD, None)
         calls = self._model_calls.get(session_id)
         if calls is not None:
@@ -164,5 +165,5 @@ class AgentServer(BaseServer):
         except RequestFailed as exc:
             return downstream_failed(exc)
         except (NemoGymError, DownstreamError) as exc:  # no head server, or no such resources server on it
-            return error_response(502, "connect", str(exc))
+            return error_response(502, FailureClass.CONNECT, str(exc))
         return Response(content, status_code=status, media_type="application/json")

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.failures import RATE_LIMITED, TOO_MANY_REQUESTS, RequestFailed
+from nemo_gym.failures import TOO_MANY_REQUESTS, FailureClass, RequestFailed
 from nemo_gym.http_client import HttpClient
 from nemo_gym.model_calls import ModelCall, public_endpoint, usage_counts
 from nemo_gym.responses_api_models.rate_limits import EndpointLimiter, estimated_tokens
@@ -118,7 +118,7 @@ class EndpointCalls:
                 if attempts >= self.max_rate_limited_attempts or spent + pause >= timeout_s:
                     raise HandlerError(TOO_MANY_REQUESTS, f"{public_endpoint(base_url)} still answered 429 after "
                                        f"{attempts} attempt(s) over {spent:.1f} s: {exc.message}",
-                                       RATE_LIMITED) from None
+                                       FailureClass.RATE_LIMITED) from None
         latency = time.monotonic() - sent
         counts = usage_counts(reply.get("usage") if isinstance(reply, dict) else None)
         if size:
@@ -127,5 +127,5 @@ class EndpointCalls:
         self.limiter.answered(used - tokens if tokens and used else 0)
         record = ModelCall(endpoint=public_endpoint(base_url), model=model, started_at=started_at,
                            latency_s=round(latency, 6), wait_s=round(waited, 6), attempts=attempts,
-                           rate_limited=limited, failure_class=RATE_LIMITED if limited else None, **counts)
+                           rate_limited=limited, failure_class=FailureClass.RATE_LIMITED if limited else None, **counts)
         return reply, record

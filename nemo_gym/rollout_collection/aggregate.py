@@ -28,7 +28,7 @@ import orjson
 from nemo_gym.compat.head_detect import NEMO_GYM, HeadServerError
 from nemo_gym.compat.verify_responses import check_answer, verify_responses_body
 from nemo_gym.errors import InputDataError, NemoGymError
-from nemo_gym.failures import RequestFailed, RetryPolicy
+from nemo_gym.failures import FailureClass, RequestFailed, RetryPolicy
 from nemo_gym.http_client import HttpClient
 from nemo_gym.json_chunks import as_async, json_array_chunks
 from nemo_gym.metrics.accumulator import AgentAccumulator, AgentMetrics, compact_row, iter_groups
@@ -75,7 +75,7 @@ async def _environment_metrics(http: HttpClient, url: str, files: Sequence[Path]
         answer = await http.post_json_stream(url, lambda: _rows_body(files, agent, agent_metrics, work_dir),
                                              timeout_s=timeout_s, retry=_RETRY)
     if not isinstance(answer, dict):
-        raise RequestFailed("invalid_response", f"{url} did not answer with a JSON object", url=url)
+        raise RequestFailed(FailureClass.INVALID_RESPONSE, f"{url} did not answer with a JSON object", url=url)
     return answer
 
 
@@ -274,7 +274,7 @@ async def _answer(servers: ServerClient, url: str | _NoServer, files: Sequence[P
         return await _environment_metrics(servers.http, endpoint, files, agent, library.agent_metrics, work_dir,
                                           timeout_s)
     except RequestFailed as exc:
-        if exc.failure_class == "connect":
+        if exc.failure_class == FailureClass.CONNECT:
             raise _NoServer(f"nothing answers at {endpoint}") from None
         raise
 

@@ -16,7 +16,9 @@ from typing import Any
 
 from nemo_gym.compat.markers import marked_failure
 from nemo_gym.errors import RolloutFailedError
-from nemo_gym.failures import FailureClass, RequestFailed, RetryPolicy, failure_class_of, is_retryable
+from nemo_gym.failures import (
+    DeclaredFailureClass, FailureClass, RequestFailed, RetryPolicy, failure_class_of, is_retryable,
+)
 from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
 from nemo_gym.rollout_collection.retry_budget import RetryBudget
@@ -65,7 +67,7 @@ class RolloutSuccess:
 class RolloutFailure:
     """A rollout that still failed after its attempts (or failed in a way no retry fixes)."""
 
-    failure_class: FailureClass | str  # or an agent's own `_ng_failure_class` marker (see nemo_gym.compat.markers)
+    failure_class: FailureClass | DeclaredFailureClass  # or an agent's own marker (see nemo_gym.compat.markers)
     attempts: int  # attempts this call made
     last_error: str
     http_status: int | None
@@ -87,7 +89,8 @@ def _reward(reply: Any, url: str) -> float:
     reward = reply.get("reward") if isinstance(reply, dict) else None
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
         got = f"reward={reward!r}" if isinstance(reply, dict) else f"a {type(reply).__name__}"
-        raise RequestFailed("invalid_response", f"{url} answered without a finite numeric reward ({got})", url=url)
+        raise RequestFailed(FailureClass.INVALID_RESPONSE, f"{url} answered without a finite numeric reward ({got})",
+                            url=url)
     return float(reward)
 
 
@@ -125,7 +128,8 @@ async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: R
             return success
         except TimeoutError:
             error = RequestFailed(
-                "timeout", f"rollout exceeded rollout_timeout_s={policy.rollout_timeout_s:g} at {url}", url=url
+                FailureClass.TIMEOUT, f"rollout exceeded rollout_timeout_s={policy.rollout_timeout_s:g} at {url}",
+                url=url
             )
         except RequestFailed as exc:
             error = exc

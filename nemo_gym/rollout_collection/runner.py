@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
-from nemo_gym.failures import RATE_LIMITED
+from nemo_gym.failures import FailureClass
 from nemo_gym.model_calls import calls_of
 from nemo_gym.rollout_collection.concurrency import AdaptiveLimit, Fixed, Outcome
 from nemo_gym.rollout_collection.engine import RolloutEngine
@@ -113,7 +113,7 @@ class Runner:
             return Outcome(admitted, latency, sum(call.rate_limited for call in calls), failed=False)
         self.counters.failed(agent, result.attempts)
         self._fail(key, row, result, prior + result.attempts)
-        rate_limited = 1 if result.failure_class == RATE_LIMITED else 0
+        rate_limited = 1 if result.failure_class == FailureClass.RATE_LIMITED else 0
         return Outcome(admitted, latency, rate_limited, failed=True)
 
     def _succeed(self, key: tuple[int, int], row: dict[str, Any], outcome: RolloutSuccess) -> None:
@@ -136,5 +136,5 @@ class Runner:
         })
         self.failures.write_line(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
         self.stats.failed += 1
-        self.stats.failures_by_class[failure.failure_class] += 1
+        self.stats.failures_by_class[str(failure.failure_class)] += 1
         self.progress.record_failure()

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from nemo_gym.config.servers import SERVER_KINDS, ServerSettings, ServerSpec
 from nemo_gym.config.typed import Settings, Text, UnknownKeys, build
 from nemo_gym.errors import ConfigError
-from nemo_gym.failures import failure_class_of
+from nemo_gym.failures import FailureClass, failure_class_of
 from nemo_gym.http_client import HttpClient, RequestFailed
 from nemo_gym.server.client import ServerClient
 from nemo_gym.server.gc_pace import serving_pace
@@ -36,11 +36,11 @@ JsonHandler = Callable[[dict[str, Any], Request], Awaitable[Any]]
 class HandlerError(Exception):
     """Raised by a handler to answer with a specific status and failure class."""
 
-    def __init__(self, status: int, message: str, failure_class: str = "http_4xx") -> None:
+    def __init__(self, status: int, message: str, failure_class: FailureClass = FailureClass.HTTP_4XX) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
-        self.failure_class = failure_class
+        self.failure_class = FailureClass(failure_class)
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -65,7 +65,7 @@ def json_route(path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POS
         try:
             body = orjson.loads(raw) if raw else {}
         except orjson.JSONDecodeError as exc:
-            return error_response(400, "http_4xx", f"request body is not valid JSON: {exc}")
+            return error_response(400, FailureClass.HTTP_4XX, f"request body is not valid JSON: {exc}")
         try:
             return json_response(await handler(body, request))
         except HandlerError as exc:
@@ -74,7 +74,7 @@ def json_route(path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POS
             return downstream_failed(exc)
         except Exception as exc:  # noqa: BLE001 - a handler bug must answer 500, not drop the connection
             logger.exception("handler %s failed", path)
-            return error_response(500, "agent_error", f"{type(exc).__name__}: {exc}")
+            return error_response(500, FailureClass.AGENT_ERROR, f"{type(exc).__name__}: {exc}")
 
     return Route(path, endpoint, methods=list(methods))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from nemo_gym.failures import JUDGE_ERROR
+from nemo_gym.failures import FailureClass
 from nemo_gym.server.supervisor import free_port
 from tests.collection.util import read_rows, run_cli, sidecar
 from tests.helpers.stack import REPO_ROOT, environment_config
@@ -46,7 +46,8 @@ def test_the_three_environments_run_end_to_end_on_the_bundled_model(vllm_server,
     inputs = read_rows(sidecar(out, "_materialized_inputs.jsonl"))
     assert sorted(_keys(rows) + _keys(failures)) == sorted(_keys(inputs))  # every rollout once, one way or the other
     for record in failures:  # only the judge fails, each failure recorded with its real rollout and no reward
-        assert record["agent_ref"]["name"] == "judge_simple_agent" and record["failure_class"] == JUDGE_ERROR
+        assert record["agent_ref"]["name"] == "judge_simple_agent"
+        assert record["failure_class"] == FailureClass.JUDGE_ERROR
         assert record["rollout"]["response"]["output"] and "reward" not in record["rollout"]
         assert "the judge gave no verdict" in record["last_error"]
 
@@ -69,4 +70,4 @@ def test_the_three_environments_run_end_to_end_on_the_bundled_model(vllm_server,
     assert {f"mean/followed:{i}" for i in asked} <= set(following) and "instruction_level_accuracy" in following
     if "judge_simple_agent" in metrics:
         judged = metrics["judge_simple_agent"]["agent_metrics"]
-        assert judged.get(f"num_failed/{JUDGE_ERROR}", 0.0) == len(failures)
+        assert judged.get(f"num_failed/{FailureClass.JUDGE_ERROR}", 0.0) == len(failures)

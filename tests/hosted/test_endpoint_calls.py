@@ -9,7 +9,7 @@ import time
 import orjson
 import pytest
 
-from nemo_gym.failures import RATE_LIMITED, RequestFailed
+from nemo_gym.failures import FailureClass, RequestFailed
 from nemo_gym.http_client import HttpClient
 from nemo_gym.model_calls import ModelCall, public_endpoint, usage_counts
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls, retry_after_s
@@ -55,7 +55,7 @@ def test_a_429_is_waited_out_for_its_retry_after_and_sent_again() -> None:
 
     reply, call, elapsed, requests = asyncio.run(main())
     assert requests == 2 and elapsed >= 0.3  # retry-after-ms, the finer of the two, was honoured
-    assert (call.attempts, call.rate_limited, call.failure_class) == (2, 1, RATE_LIMITED)
+    assert (call.attempts, call.rate_limited, call.failure_class) == (2, 1, FailureClass.RATE_LIMITED)
     assert call.wait_s >= 0.3 and call.latency_s < elapsed
     assert (call.input_tokens, call.output_tokens, call.cached_tokens, call.reasoning_tokens) == (12, 5, 8, 3)
     assert call.endpoint == "http://127.0.0.1:1/v1"  # never the user, password or query
@@ -70,7 +70,7 @@ def test_a_call_still_refused_after_its_attempts_fails_as_rate_limited() -> None
             return failed.value, len(server.requests)
 
     error, requests = asyncio.run(main())
-    assert requests == 3 and error.status == 429 and error.failure_class == RATE_LIMITED
+    assert requests == 3 and error.status == 429 and error.failure_class == FailureClass.RATE_LIMITED
     assert "still answered 429 after 3 attempt(s)" in error.message and "SECRET" not in error.message
 
 

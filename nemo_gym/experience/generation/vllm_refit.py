@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Optional
 
+from nemo_gym.failures import FailureClass
 from nemo_gym.http_client import NO_RETRY, HttpClient, RequestFailed
 
 # /resume and the version check after a load: quick calls, bounded on their own so that a replica is resumed even
@@ -89,7 +90,8 @@ async def paused_update(http: HttpClient, root: str, version: int, timeout_s: fl
         failure = str(exc) if isinstance(exc, TransferFailed) else describe_failure(step.name, exc)
         if step.changing_model:
             return f"{failure}; the replica is left paused rather than serve a half-loaded model: restart it"
-        refused_pause = step.name == "pause" and isinstance(exc, RequestFailed) and exc.failure_class == "http_4xx"
+        refused_pause = (step.name == "pause" and isinstance(exc, RequestFailed)
+                         and exc.failure_class == FailureClass.HTTP_4XX)
     except asyncio.CancelledError:  # the caller gave up (e.g. Ctrl-C): still try not to leave the replica paused
         try:
             async with asyncio.timeout(CONTROL_TIMEOUT_S):

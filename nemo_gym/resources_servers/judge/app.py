@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from nemo_gym.errors import DownstreamError, NemoGymError
-from nemo_gym.failures import JUDGE_ERROR
+from nemo_gym.failures import FailureClass
 from nemo_gym.protocol import content_to_chat, final_message_text, output_text
 from nemo_gym.resources_servers.base import ResourcesServer, ResourcesSettings, failed_verification
 from nemo_gym.resources_servers.judge.verdict import MODES, Mode, check_labels, check_template, parse_verdict
@@ -137,7 +137,7 @@ class JudgeResourcesServer(ResourcesServer):
                 raise error
         if failed:
             done = [result for result in results if not isinstance(result, BaseException)]
-            return failed_verification(JUDGE_ERROR, "; ".join(map(str, failed)), judge_evaluations=done)
+            return failed_verification(FailureClass.JUDGE_ERROR, "; ".join(map(str, failed)), judge_evaluations=done)
         verdicts = {evaluation["order"]: evaluation["verdict"] for evaluation in results}
         scores = {"judge_evaluations": results, "reward": 1.0 if all(verdicts.values()) else 0.0}
         if self.settings.mode == "equivalence":

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
+from nemo_gym.failures import FailureClass
 from nemo_gym.protocol import final_message_text
 from nemo_gym.resources_servers.base import ResourcesServer, ResourcesSettings
 from nemo_gym.resources_servers.math.verifier import extract_answer
@@ -52,7 +53,7 @@ class MathResourcesServer(ResourcesServer):
         try:
             correct = await self._pool.answers_match(extracted, str(row["expected_answer"]))
         except VerifyTimeoutError as exc:
-            raise HandlerError(504, f"math_verify: {exc}", "timeout") from None
+            raise HandlerError(504, f"math_verify: {exc}", FailureClass.TIMEOUT) from None
         return {"extracted_answer": extracted, "reward": 1.0 if correct else 0.0}
 
     def needs_rows(self) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import Field
 
+from nemo_gym.failures import FailureClass
 from nemo_gym.protocol import MAX_TURNS, ROLLOUT_END_FIELD, TERMINATED, TRUNCATED, output_text
 from nemo_gym.responses_api_agents.base import AgentServer, AgentSettings, input_items, turn_limit
 from nemo_gym.server.base import HandlerError
@@ -56,7 +57,7 @@ class MultiTurnAgent(AgentServer):
         if not (isinstance(step, dict) and isinstance(step.get("observation"), str)
                 and isinstance(step.get("terminated"), bool)):
             raise HandlerError(502, "resources server's /step answered without 'observation' and 'terminated'",
-                               "invalid_response")
+                               FailureClass.INVALID_RESPONSE)
         return step
 
     async def run_loop(self, params: dict[str, Any], session_id: str) -> dict[str, Any]:

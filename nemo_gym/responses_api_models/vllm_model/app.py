@@ -32,6 +32,7 @@ from nemo_gym import protocol
 from nemo_gym.chat_tokens import TemplateSpliceError, closing_from_probes, continuation_tokens, probe_conversations
 from nemo_gym.compat.extra_body import extra_body
 from nemo_gym.config.servers import ServerSpec
+from nemo_gym.failures import FailureClass
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.config.model_servers import VLLMModelSettings
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall
@@ -171,7 +172,7 @@ class VLLMModelServer(BaseServer):
                 return protocol.incomplete_response(params, self.model)
             raise
         if not completion.get("choices"):
-            raise HandlerError(502, "vLLM answered without choices", "invalid_response")
+            raise HandlerError(502, "vLLM answered without choices", FailureClass.INVALID_RESPONSE)
         return {**protocol.chat_to_response(completion, params, with_token_info=with_tokens),
                 REPLY_FIELD: call.to_dict()}
 
@@ -226,7 +227,7 @@ class VLLMModelServer(BaseServer):
                 return protocol.incomplete_response(params, self.model)
             raise
         if not completion.get("choices"):
-            raise HandlerError(502, "vLLM answered without choices", "invalid_response")
+            raise HandlerError(502, "vLLM answered without choices", FailureClass.INVALID_RESPONSE)
         return {**protocol.text_completion_to_response(completion, params), REPLY_FIELD: call.to_dict()}
 
     async def chat_completions(self, body: dict[str, Any], request: Request) -> Any:

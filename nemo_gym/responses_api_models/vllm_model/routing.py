@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterator, Literal
 
-from nemo_gym.failures import RequestFailed
+from nemo_gym.failures import FailureClass, RequestFailed
 
 RoutingMode = Literal["load_aware", "hash"]
 OVERLOAD_FACTOR = 1.25
@@ -140,7 +140,7 @@ class ReplicaRouter:
         try:
             yield index
         except RequestFailed as exc:
-            if exc.failure_class == "connect":
+            if exc.failure_class == FailureClass.CONNECT:
                 self.failed_to_connect(index)
             raise
         finally:

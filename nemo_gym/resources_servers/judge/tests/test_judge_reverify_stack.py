@@ -12,7 +12,7 @@ from typing import Iterator
 import orjson
 import pytest
 
-from nemo_gym.failures import JUDGE_ERROR
+from nemo_gym.failures import FailureClass
 from nemo_gym.resources_servers.judge.tests.judge_stack import (
     AGENT, FAULTY, REPEATS, ROWS, expected_rewards, judge_stack, policy_calls, write_rows,
 )
@@ -64,7 +64,7 @@ def test_judge_failures_are_recorded_and_reverifying_them_gives_the_run_that_nev
     assert sorted((r["_ng_task_index"], r["_ng_rollout_index"]) for r in records) == sorted(
         (task, rollout) for task in FAULTY for rollout in range(REPEATS))
     for record in records:  # a recorded failure, never a reward; the rollout kept for re-verification
-        assert record["failure_class"] == JUDGE_ERROR and "reward" not in record
+        assert record["failure_class"] == FailureClass.JUDGE_ERROR and "reward" not in record
         assert "reward" not in record["rollout"] and record["rollout"]["response"]["output"]
         assert ("503" in record["last_error"] or "no verdict" in record["last_error"])
     scored = _rewards(faulty_run)

@@ -9,7 +9,7 @@ import pytest
 
 from nemo_gym.compat.markers import FAILURE_CLASS_KEY
 from nemo_gym.config.servers import ServerSpec
-from nemo_gym.failures import JUDGE_ERROR
+from nemo_gym.failures import FailureClass
 from nemo_gym.http_client import HttpClient
 from nemo_gym.resources_servers.judge.app import JudgeFailed, JudgeResourcesServer, question_of
 from nemo_gym.server.base import HandlerError
@@ -81,7 +81,7 @@ def test_correctness_mode_asks_once_with_the_configured_template_and_labels() ->
 ])
 def test_a_judge_without_a_verdict_fails_the_verification(judge, complaint: str) -> None:
     result = _verify(WrittenJudge(judge), "180 minutes")
-    assert result[FAILURE_CLASS_KEY] == JUDGE_ERROR and complaint in result["error_message"]
+    assert result[FAILURE_CLASS_KEY] == FailureClass.JUDGE_ERROR and complaint in result["error_message"]
     assert "reward" not in result
 
 
@@ -108,7 +108,7 @@ def test_a_judge_that_cannot_be_reached_fails_the_verification() -> None:
             await http.aclose()
 
     result = asyncio.run(verify())
-    assert result[FAILURE_CLASS_KEY] == JUDGE_ERROR and "reward" not in result
+    assert result[FAILURE_CLASS_KEY] == FailureClass.JUDGE_ERROR and "reward" not in result
 
 
 @pytest.mark.parametrize("text, skipped", [("  ", "empty answer"), ("So [[A=B]]", "verdict label")])
