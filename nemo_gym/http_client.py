@@ -9,7 +9,6 @@ default. Retries, when asked for, back off exponentially with jitter and only fo
 """
 
 import asyncio
-import resource
 from typing import Any, AsyncIterable, Awaitable, Callable
 
 import orjson
@@ -49,14 +48,6 @@ def _transport_failure(exc: WireError, url: str) -> RequestFailed:
     return RequestFailed(kind, f"{type(exc).__name__} calling {url}: {exc}", url=url)
 
 
-def allow_open_files_up_to_hard_limit() -> None:
-    """Raise this process's soft limit on open files to its hard limit: at 1,024 rollouts in flight a server holds
-    more sockets than the usual soft limit (1,024) allows, and would fail with EMFILE."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if resource.RLIM_INFINITY not in (soft, hard) and soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
 class HttpClient:
     """An async JSON-over-HTTP client with one connection pool per process (nemo_gym.http_wire underneath).
 
@@ -80,7 +71,6 @@ class HttpClient:
         self._max_connections = max_connections
         self._connections: ConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        allow_open_files_up_to_hard_limit()  # every process of the stack makes one, before it takes connections
 
     def _pool(self) -> ConnectionPool:
         loop = asyncio.get_running_loop()

@@ -9,14 +9,15 @@ import sys
 
 from benchmarks.perf.memory import peak_rss_mb
 from nemo_gym.config import load_global_config
-from nemo_gym.rollout_collection import RolloutCollectionConfig, collect_rollouts, run_async
+from nemo_gym.rollout_collection import RolloutCollectionConfig, collect_rollouts
+from nemo_gym.sync_bridge import run_sync
 
 RESULT_PREFIX = "BENCH_RESULT "
 
 
 def main() -> None:
     config = RolloutCollectionConfig.from_global(load_global_config(sys.argv[1:], require_complete=False))
-    summary = run_async(collect_rollouts(config))
+    summary = run_sync(collect_rollouts(config))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result = {
         "succeeded": summary.succeeded,

@@ -19,12 +19,13 @@ matching files, malformed rows, shards from different runs).
 
 from nemo_gym.cli.common import CommandHelp, run_cli, load_config
 from nemo_gym.config.global_settings import LoaderSettings
-from nemo_gym.rollout_collection import RolloutAggregationConfig, RolloutAggregationHelper, run_async
+from nemo_gym.rollout_collection import RolloutAggregationConfig, RolloutAggregationHelper
+from nemo_gym.sync_bridge import run_sync
 
 
 def main_args(argv: list[str]) -> int:
     config = RolloutAggregationConfig.from_global(load_config(argv, require_complete=False))
-    run_async(RolloutAggregationHelper().run_from_config(config))
+    run_sync(RolloutAggregationHelper().run_from_config(config))
     return 0
 
 

@@ -10,14 +10,15 @@ with +resume_from_cache=true).
 
 from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_c, load_config
 from nemo_gym.config.global_settings import LoaderSettings
-from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper, run_async
+from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper
+from nemo_gym.sync_bridge import run_sync
 
 
 def main_args(argv: list[str]) -> int:
     config = RolloutCollectionConfig.from_global(load_config(argv, require_complete=False))
     # Finished rollouts are already on disk, so a stop only loses the ones in flight; the next run resumes them.
     stop_on_sigterm_like_ctrl_c()
-    return 0 if run_async(RolloutCollectionHelper().run_from_config(config)).ok else 1
+    return 0 if run_sync(RolloutCollectionHelper().run_from_config(config)).ok else 1
 
 
 HELP = CommandHelp("ng_collect_rollouts", __doc__, [("Options", RolloutCollectionConfig, ""),

@@ -23,7 +23,6 @@ from nemo_gym.rollout_collection.helper import (
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy
 from nemo_gym.rollout_collection.stream import RolloutStream
 from nemo_gym.run_files.paths import expand_input_glob as _expand_input_glob  # NeMo Gym's name for it
-from nemo_gym.sync_bridge import run_sync as run_async  # the package's name for the one sync/async bridge
 
 __all__ = [
     "AggregateResult",
@@ -44,5 +43,4 @@ __all__ = [
     "collect_rollouts",
     "e2e_collect_rollouts",
     "merge_shards",
-    "run_async",
 ]

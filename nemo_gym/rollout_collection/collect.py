@@ -16,6 +16,7 @@ from typing import TextIO
 from nemo_gym.compat.head_detect import NEMO_GYM
 from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
 from nemo_gym.http_client import HttpClient
+from nemo_gym.open_files import allow_open_files_up_to_hard_limit
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, headline_lines
 from nemo_gym.rollout_collection.concurrency import AdaptiveLimit, Fixed, Outcome
 from nemo_gym.rollout_collection.config import DEFAULT_NUM_SAMPLES_IN_PARALLEL, RolloutCollectionConfig
@@ -189,6 +190,7 @@ def _check_paths(config: RolloutCollectionConfig) -> None:
 async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: TextIO = sys.stderr) -> CollectionSummary:
     """Collect every rollout of `config` into its output file; the library entry point behind ng_collect_rollouts."""
     _check_paths(config)
+    allow_open_files_up_to_hard_limit()  # a socket per rollout in flight
     prompt = load_prompt_config(config.prompt_config) if config.prompt_config else None
     http = HttpClient(
         read_timeout_s=config.rollout_timeout_s,

@@ -25,6 +25,7 @@ from nemo_gym.config.typed import Settings, Text, UnknownKeys, build
 from nemo_gym.errors import ConfigError
 from nemo_gym.failures import FailureClass, failure_class_of
 from nemo_gym.http_client import HttpClient, RequestFailed
+from nemo_gym.open_files import allow_open_files_up_to_hard_limit
 from nemo_gym.server.client import ServerClient
 from nemo_gym.server.gc_pace import serving_pace
 
@@ -216,6 +217,7 @@ class BaseServer:
     def serve(self, host: str, port: int, sock: socket.socket | None = None) -> None:
         """Run until SIGTERM/SIGINT, then finish in-flight requests (bounded) and exit. With `sock` (bound, not
         yet listening), serve on it instead of binding `host`:`port` (one of several worker processes)."""
+        allow_open_files_up_to_hard_limit()  # a socket per request in flight, and one per call it makes
         config = uvicorn.Config(
             self.app(),
             host=host,

@@ -9,7 +9,8 @@ from typing import Any, Awaitable, Callable
 import pytest
 
 from nemo_gym.errors import RolloutFailedError
-from nemo_gym.rollout_collection import RolloutCollectionHelper, RolloutStream, run_async
+from nemo_gym.rollout_collection import RolloutCollectionHelper, RolloutStream
+from nemo_gym.sync_bridge import run_sync
 from tests.collection.conftest import CollectionStack
 from tests.collection.helper_util import connections_to, other_tasks, rows, stats
 
@@ -24,7 +25,7 @@ async def _settled(stack: CollectionStack, timeout_s: float = 2.0) -> None:
 
 
 def _check_stopped(stack: CollectionStack, runs_at_stop: int) -> None:
-    """Nothing of ours can send another rollout: the event loop that ran the helper is gone (run_async returned,
+    """Nothing of ours can send another rollout: the event loop that ran the helper is gone (run_sync returned,
     after _settled saw no task and no connection left), and no thread of ours is left that could run one. Once the
     agent has finished what it was handling, its count is the one at the stop."""
     assert [t.name for t in threading.enumerate() if t is not threading.main_thread()] == []
@@ -47,7 +48,7 @@ def test_leaving_async_with_early_closes_everything_at_once(collection_stack: Co
         runs = stats(collection_stack, "slow_agent")["runs"]
         return stream, other_tasks(), connections_to(collection_stack.stack.url("slow_agent")), runs
 
-    stream, left, open_connections, runs = run_async(consume())
+    stream, left, open_connections, runs = run_sync(consume())
     assert stream.closed and left == set() and open_connections == 0
     assert runs <= 9  # the first 8 rows, plus at most one dispatched while the first result was handed over
     _check_stopped(collection_stack, runs)
@@ -64,7 +65,7 @@ def _run_plain(stack: CollectionStack, body: Callable[[RolloutCollectionHelper],
         await _settled(stack)
         return stats(stack, "slow_agent")["runs"]
 
-    return run_async(main())
+    return run_sync(main())
 
 
 def test_break_out_of_a_plain_async_for(collection_stack: CollectionStack) -> None:

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from nemo_gym.rollout_collection import RolloutCollectionHelper, run_async
+from nemo_gym.rollout_collection import RolloutCollectionHelper
+from nemo_gym.sync_bridge import run_sync
 from nemo_gym.server.client import ServerClient
 from tests.collection.conftest import CollectionStack
 from tests.collection.helper_util import connections_to, rows, stats
@@ -31,7 +32,7 @@ def test_concurrent_streams_share_one_limit_and_one_lookup(collection_stack: Col
     async def main() -> list[list[Any]]:
         return await asyncio.gather(*(group(start) for start in (0, 100, 200)))
 
-    groups = run_async(main())
+    groups = run_sync(main())
     assert [sorted(g) for g in groups] == [list(range(s, s + 12)) for s in (0, 100, 200)]
     assert stats(collection_stack, "slow_agent")["max_in_flight"] <= 4  # three streams of one helper, one limit
     assert lookups == ["slow_agent"]

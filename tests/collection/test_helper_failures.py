@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from nemo_gym.errors import InputDataError, NemoGymError, RolloutFailedError
-from nemo_gym.rollout_collection import RolloutCollectionHelper, RolloutFailure, run_async
+from nemo_gym.rollout_collection import RolloutCollectionHelper, RolloutFailure
+from nemo_gym.sync_bridge import run_sync
 from tests.collection.conftest import CollectionStack
 from tests.collection.helper_util import rows, stats
 
@@ -23,7 +24,7 @@ async def _all(helper: RolloutCollectionHelper, sent: list[dict], **kwargs: Any)
 def test_retryable_failure_is_retried_to_the_limit_then_raises(collection_stack: CollectionStack) -> None:
     stats(collection_stack, "always_500", reset=True)
     with pytest.raises(RolloutFailedError) as info:
-        run_async(_all(_helper(collection_stack, max_attempts=3), rows("always_500", 1, start=7)))
+        run_sync(_all(_helper(collection_stack, max_attempts=3), rows("always_500", 1, start=7)))
     error = info.value
     assert (error.failure_class, error.attempts, error.http_status) == ("http_5xx", 3, 500)
     assert (error.task_index, error.rollout_index) == (7, 0) and "injected fault" in error.last_error
@@ -37,7 +38,7 @@ def test_return_failures_yields_every_row_with_its_outcome(collection_stack: Col
     try:
         downstream = rows("flaky_downstream", 10)  # the agent's 502 names a model-server timeout: retried
         bad = rows("bad_request", 10, start=10)  # a downstream 4xx relayed as 502: never retried
-        results = run_async(_all(_helper(collection_stack, max_attempts=2), downstream + bad, return_failures=True))
+        results = run_sync(_all(_helper(collection_stack, max_attempts=2), downstream + bad, return_failures=True))
     finally:
         collection_stack.marker("flaky_downstream").unlink()
         collection_stack.marker("bad_request").unlink()
@@ -56,9 +57,9 @@ def test_a_rollout_over_its_deadline_fails_as_timeout(collection_stack: Collecti
     collection_stack.marker("flaky_hang").touch()
     try:
         helper = _helper(collection_stack, max_attempts=2, rollout_timeout_s=0.3)
-        results = run_async(_all(helper, rows("flaky_hang", 4), return_failures=True))
+        results = run_sync(_all(helper, rows("flaky_hang", 4), return_failures=True))
         with pytest.raises(RolloutFailedError, match=r"\(timeout\): rollout exceeded rollout_timeout_s=0.3"):
-            run_async(_all(helper, rows("flaky_hang", 1)))
+            run_sync(_all(helper, rows("flaky_hang", 1)))
     finally:
         collection_stack.marker("flaky_hang").unlink()
     outcomes = {row["_ng_task_index"]: out for row, out in results}
@@ -71,7 +72,7 @@ def test_a_reply_without_reward_is_a_failure_not_a_result(collection_stack: Coll
     collection_stack.marker("invalid_reply").touch()
     try:
         with pytest.raises(RolloutFailedError) as info:
-            run_async(_all(_helper(collection_stack), rows("invalid_reply", 1)))
+            run_sync(_all(_helper(collection_stack), rows("invalid_reply", 1)))
     finally:
         collection_stack.marker("invalid_reply").unlink()
     assert (info.value.failure_class, info.value.attempts) == ("invalid_response", 1)
@@ -82,9 +83,9 @@ def test_rows_that_cannot_run_raise_typed_errors(collection_stack: CollectionSta
     no_agent = rows("agent_a", 3)
     del no_agent[1]["agent_ref"]
     with pytest.raises(InputDataError, match='row 1 of run_examples has no agent_ref'):
-        run_async(_all(helper, no_agent))
+        run_sync(_all(helper, no_agent))
     with pytest.raises(NemoGymError, match="no server named 'ghost' is running"):
-        run_async(_all(helper, rows("ghost", 2)))
+        run_sync(_all(helper, rows("ghost", 2)))
 
     async def futures_style() -> None:
         for future in helper.run_examples(rows("ghost", 3)):

@@ -11,8 +11,8 @@ from nemo_gym.rollout_collection import (
     RolloutAggregationHelper,
     RolloutCollectionConfig,
     RolloutCollectionHelper,
-    run_async,
 )
+from nemo_gym.sync_bridge import run_sync
 from tests.collection.conftest import CollectionStack
 from tests.collection.util import read_rows, run_cli, sidecar, write_rows
 
@@ -41,7 +41,7 @@ def test_collection_helper_writes_what_the_cli_writes(collection_stack: Collecti
     assert cli.returncode == 1, cli.stdout + cli.stderr  # failures remain
     config = RolloutCollectionConfig(input_jsonl_fpath=str(inputs), output_jsonl_fpath=str(by_helper),
                                      head_server_url=collection_stack.stack.head_url, **SETTINGS)
-    summary = run_async(RolloutCollectionHelper().run_from_config(config))
+    summary = run_sync(RolloutCollectionHelper().run_from_config(config))
 
     assert (summary.total, summary.succeeded, summary.failed, summary.ok) == (24, 18, 6, False)
     assert summary.failures_by_class == {"http_5xx": 6}
@@ -62,14 +62,14 @@ def test_aggregation_helper_merges_and_aggregates_like_the_cli(collection_stack:
             input_jsonl_fpath=str(inputs), output_jsonl_fpath=str(tmp_path / f"shard{shard}.jsonl"),
             head_server_url=collection_stack.stack.head_url, num_shards=3, shard_index=shard,
             disable_aggregation=True, **SETTINGS)
-        assert run_async(RolloutCollectionHelper().run_from_config(config)).ok
+        assert run_sync(RolloutCollectionHelper().run_from_config(config)).ok
     by_cli, by_helper = tmp_path / "cli" / "all.jsonl", tmp_path / "helper" / "all.jsonl"
     cli = run_cli("aggregate", collection_stack.args(f"+input_glob={tmp_path}/shard*.jsonl",
                                                      f"+output_jsonl_fpath={by_cli}"), tmp_path)
     assert cli.returncode == 0, cli.stdout + cli.stderr
     config = RolloutAggregationConfig(input_glob=f"{tmp_path}/shard*.jsonl", output_jsonl_fpath=str(by_helper),
                                       head_server_url=collection_stack.stack.head_url)
-    metrics_path = run_async(RolloutAggregationHelper().run_from_config(config))
+    metrics_path = run_sync(RolloutAggregationHelper().run_from_config(config))
 
     assert metrics_path == sidecar(by_helper, "_aggregate_metrics.json")
     assert by_helper.read_bytes() == by_cli.read_bytes() and len(read_rows(by_cli)) == 18

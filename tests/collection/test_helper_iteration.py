@@ -6,7 +6,8 @@ from typing import Iterator
 
 import pytest
 
-from nemo_gym.rollout_collection import RolloutCollectionHelper, run_async
+from nemo_gym.rollout_collection import RolloutCollectionHelper
+from nemo_gym.sync_bridge import run_sync
 from tests.collection.conftest import CollectionStack
 from tests.collection.helper_util import iter_rows, rows, stats
 
@@ -28,7 +29,7 @@ def test_async_for_yields_every_row_once(collection_stack: CollectionStack) -> N
     async def collect() -> list[tuple[dict, dict]]:
         return [item async for item in helper.run_examples(sent, num_samples_in_parallel=8)]
 
-    _check(run_async(collect()), sent)
+    _check(run_sync(collect()), sent)
 
 
 def test_futures_style_of_nemo_gym_yields_every_row_once(collection_stack: CollectionStack) -> None:
@@ -62,7 +63,7 @@ def test_concurrency_is_bounded_by_the_argument_and_by_a_semaphore(collection_st
 
     for bound, use_semaphore in ((6, False), (4, True)):
         stats(collection_stack, "slow_agent", reset=True)
-        assert run_async(collect(bound, use_semaphore)) == 48
+        assert run_sync(collect(bound, use_semaphore)) == 48
         seen = stats(collection_stack, "slow_agent")
         assert seen["runs"] == 48
         assert seen["max_in_flight"] == bound, seen  # reached, never exceeded (48 rows at 30 ms each)
@@ -89,7 +90,7 @@ def test_a_20k_row_generator_is_pulled_only_as_results_are_taken(collection_stac
                     break
         return taken, most_ahead
 
-    taken, most_ahead = run_async(consume())
+    taken, most_ahead = run_sync(consume())
     # Rows pulled but not yet handed over never exceed the concurrency: the permit travels with the result.
     assert taken == 2_000 and most_ahead <= concurrency, most_ahead
     assert pulled <= taken + concurrency

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import orjson
 
-from nemo_gym.rollout_collection import RolloutCollectionHelper, run_async
+from nemo_gym.rollout_collection import RolloutCollectionHelper
+from nemo_gym.sync_bridge import run_sync
 from tests.collection.test_real_agent import AGENT, SCRIPTED_MODEL, WEATHER_ROWS
 from tests.helpers.stack import environment_config, running_stack
 
@@ -27,7 +28,7 @@ def test_real_agent_rows_with_and_without_keys(tmp_path: Path) -> None:
         return out
 
     with running_stack([configs], cwd=tmp_path) as stack:
-        results = run_async(collect(stack.head_url))
+        results = run_sync(collect(stack.head_url))
     assert len(results) == 2 * len(base)
     for row, result in results:
         assert result["reward"] == 1.0 and result["agent_ref"] == {"name": AGENT}

@@ -47,6 +47,7 @@ from nemo_gym.experience.errors import (
 )
 from nemo_gym.experience.generation.interfaces import GenerationConfig, implements
 from nemo_gym.experience.interfaces import PromptGroupRecord
+from nemo_gym.open_files import allow_open_files_up_to_hard_limit
 
 
 @dataclass
@@ -175,6 +176,7 @@ class AsyncTrajectoryCollector:
                 source.requeue(requeue)
                 self._restored = None
             self._source = source
+            allow_open_files_up_to_hard_limit()  # a socket per generation in flight
             self._loop = asyncio.new_event_loop()
             self._thread = threading.Thread(target=self._collection_loop, name="AsyncTrajectoryCollector",
                                             daemon=True)
