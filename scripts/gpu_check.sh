@@ -7,11 +7,16 @@
 #   bash scripts/gpu_check.sh
 #
 # On a machine where `nvidia-smi -L` lists no GPU it checks nothing, says so, and exits 1 (the results file is left
-# as it was). Assumes scripts/setup.sh and scripts/setup_tests.sh ran here (they install the CUDA vLLM on a GPU).
+# as it was). Runs .venv/bin/python where scripts/setup.sh and scripts/setup_tests.sh ran (they install the CUDA vLLM on
+# a GPU), else python3 (or $PYTHON): a GPU machine without the venv or vLLM runs the gpu tests alone. Only the test
+# files that hold gpu tests are collected, so the rest of the suite's imports (vLLM, playwright) need not be there;
+# each gpu test's outcome goes into the results file.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-PY=.venv/bin/python
+PY="${PYTHON:-.venv/bin/python}"
+[[ -x "$PY" ]] || PY=python3
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's nemo_gym, installed or not
 RESULTS=benchmarks/results/gpu_check.json
 log() { echo "[gpu-check] $*"; }
 
@@ -35,7 +40,11 @@ run_part() {  # name, note, command...
   log "$name: exit $code"
 }
 
-run_part gpu_tests "pytest -m gpu" "$PY" -m pytest -q -m gpu -rfEs -p no:cacheprovider
+JUNIT="$(mktemp -d)/gpu_tests.xml"
+mapfile -t gpu_files < <(grep -rlE --include='test_*.py' 'mark\.gpu|marks=pytest\.mark\.gpu' tests nemo_gym | sort)
+log "test files with gpu tests: ${gpu_files[*]}"
+run_part gpu_tests "pytest -m gpu on ${#gpu_files[@]} files" "$PY" -m pytest -q -m gpu -rfEs -p no:cacheprovider \
+  --junitxml="$JUNIT" "${gpu_files[@]}"
 if "$PY" -c "import vllm" >/dev/null 2>&1; then
   run_part main_job "bash scripts/main.sh +limit=50" env NEMO_GYM_SKIP_SETUP=1 bash scripts/main.sh +limit=50
   run_part saturation "benchmarks/results/saturation.json" "$PY" -m benchmarks.perf.saturation
@@ -44,14 +53,21 @@ else
   parts+=("main_job|not run|0|vLLM not installed on this machine" "saturation|not run|0|vLLM not installed on this machine")
 fi
 
-"$PY" - "$RESULTS" "$gpu" "${parts[@]}" <<'PY'
-import json, sys, time
-path, gpu, *parts = sys.argv[1:]
+"$PY" - "$RESULTS" "$gpu" "$JUNIT" "${parts[@]}" <<'PY'
+import json, os, sys, time
+import xml.etree.ElementTree as ElementTree
+path, gpu, junit, *parts = sys.argv[1:]
 entries = {}
 for part in parts:
     name, status, wall_s, note = part.split("|", 3)
     entries[name] = {"exit_status": int(status) if status.lstrip("-").isdigit() else None, "ran": status != "not run",
                      "wall_s": int(wall_s), "note": note}
+tests = {}  # each gpu test's outcome, from pytest's JUnit report
+if os.path.exists(junit):
+    for case in ElementTree.parse(junit).iter("testcase"):
+        outcome = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
+        tests[f"{case.get('classname')}::{case.get('name')}"] = {"outcome": outcome, "time_s": float(case.get("time", 0))}
+entries["gpu_tests"]["tests"] = tests
 with open(path, "w") as out:
     json.dump({"gpu": gpu, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "parts": entries},
               out, indent=2)

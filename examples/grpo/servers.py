@@ -12,6 +12,7 @@ from typing import Iterator, Optional
 
 import httpx
 
+from nemo_gym.responses_api_models.local_vllm_model.weight_transfer import weight_transfer_args
 from nemo_gym.server.ng_run_process import ng_run_process
 from nemo_gym.server.supervisor import free_port
 
@@ -50,7 +51,8 @@ def vllm_server(model_dir: Path, log_path: Path, dtype: str, base_url: Optional[
     port = free_port()
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
                "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
-               "--dtype", dtype, "--max-model-len", "2048", "--enforce-eager"]
+               "--dtype", dtype, "--max-model-len", "2048", "--enforce-eager",
+               *weight_transfer_args(gpu=False)]  # the gloo weight transport's engine, for --weight-transport gloo
     env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     if every_core:

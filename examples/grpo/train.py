@@ -87,6 +87,7 @@ class GRPOConfig:
     importance_sampling: Optional[bool] = None  # truncated importance sampling (default: see corrects_off_policy)
     importance_sampling_cap: float = IMPORTANCE_SAMPLING_CAP
     micro_batch_size: int = 8
+    weight_transport: str = "disk"  # how pushes reach vLLM: "disk" (a folder) or "gloo" (the tensors, no folder)
     seed: int = 0
     model: Path = REPO_ROOT / "models" / "SmolLM2-135M-Instruct"
     vllm_url: Optional[str] = None  # default: start a vLLM (dev mode, 127.0.0.1) for this run
@@ -200,7 +201,11 @@ def weights_folder(weights_root: Path, version: int) -> Path:
 
 
 def push_weights(model: PreTrainedModel, policy: VllmHttpGeneration, weights_root: Path, version: int) -> None:
-    """Write version `version` and load it into every vLLM replica; only the newest folder is kept on disk."""
+    """Load version `version` into every vLLM replica: the model's tensors themselves over the gloo transport, else
+    a folder written for it (only the newest folder is kept on disk)."""
+    if policy.weight_transport != "disk":
+        policy.update_weights(model, version)
+        return
     folder = write_weights(model, weights_folder(weights_root, version))
     policy.update_weights(folder, version)
     for old in weights_root.glob("v*"):
@@ -342,7 +347,7 @@ def _running(config: GRPOConfig, tokenizer: Any) -> Iterator[_Running]:
                   "max_new_tokens": config.max_new_tokens, "temperature": config.temperature}
     with vllm_server(config.model, config.out_dir / "vllm.log", config.generator_dtype, config.vllm_url,
                      every_core=config.synchronous) as url, \
-            VllmHttpGeneration(generation, url) as policy, \
+            VllmHttpGeneration(generation, url, weight_transport=config.weight_transport) as policy, \
             MathEnvironment(verify_timeout_s=VERIFY_TIMEOUT_S) as math_env:
         envs = {"math": math_env, "number_guess": NumberGuessEnvironment()}
         generator_dtype = served_dtype(url)
@@ -385,6 +390,8 @@ def run(config: GRPOConfig) -> RunResult:
                                    running.generator_dtype)
             result.generator_dtype = running.generator_dtype
             result.weights = weights_folder(config.out_dir / "weights", len(result.records))
+            if config.weight_transport != "disk":  # the pushes wrote no folder: the trained weights, once
+                result.weights = write_weights(model, result.weights)
             if config.evaluate:
                 result.eval_after = mean_reward(greedy, eval_datums)
                 result.eval_sampled_after = mean_reward(sampled, eval_datums)
@@ -440,6 +447,9 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--model", type=Path, default=defaults.model)
     parser.add_argument("--vllm-url", help="a vLLM serving --model with VLLM_SERVER_DEV_MODE=1 (default: start one)")
+    parser.add_argument("--weight-transport", choices=["disk", "gloo"], default=defaults.weight_transport,
+                        help="push weights through a folder, or as tensors over gloo (a --vllm-url must then run "
+                             "with --weight-transfer-config '{\"backend\": \"nemo_gym_gloo\"}')")
     parser.add_argument("--out", type=Path, default=defaults.out_dir)
     parser.add_argument("--no-wandb", action="store_true")
     parser.add_argument("--max-wall-s", type=float, help="stop training once the run has lasted this long (seconds)")
@@ -454,7 +464,7 @@ def parse_args(argv: Optional[list[str]] = None) -> GRPOConfig:
                       importance_sampling=(None if args.importance_sampling is None
                                            else args.importance_sampling == "on"),
                       importance_sampling_cap=args.importance_sampling_cap,
-                      micro_batch_size=args.micro_batch_size, seed=args.seed,
+                      micro_batch_size=args.micro_batch_size, weight_transport=args.weight_transport, seed=args.seed,
                       model=args.model, vllm_url=args.vllm_url, out_dir=args.out, wandb=not args.no_wandb,
                       max_wall_s=args.max_wall_s)
 

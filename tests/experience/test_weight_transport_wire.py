@@ -109,3 +109,13 @@ def test_a_source_must_yield_what_its_metadata_declares() -> None:
     transposed.weight.data = transposed.weight.data.t()  # a view that is not contiguous: sent as a contiguous copy
     assert all(t.is_contiguous() for _, t in checked_tensors(ModuleWeights(transposed),
                                                              ModuleWeights(transposed).metadata()))
+
+
+def test_the_trainer_side_and_the_gpu_tests_import_no_vllm() -> None:
+    """A trainer needs no vLLM, and the GPU machines that run the gpu tests have none."""
+    code = ("import sys, nemo_gym.experience.generation, nemo_gym.experience.generation.nccl_wire, "
+            "tests.experience.test_weight_transport_nccl_gpu, tests.experience.test_weight_updates_hf; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'vllm'))")
+    imported = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=300, check=True)
+    assert imported.stdout.strip() == "[]"

@@ -1,5 +1,6 @@
 """HFGeneration takes new weights in process: pushed weights change its output, the originals restore it token for
-token, a bad folder changes nothing, and each completion says which weight versions generated it."""
+token, a bad folder changes nothing, and each completion says which weight versions generated it. The first two also
+run on CUDA in bfloat16 where there is a GPU (marked gpu)."""
 
 import asyncio
 from pathlib import Path
@@ -34,9 +35,12 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
-@pytest.fixture
-def backend() -> Iterator[HFGeneration]:
-    with HFGeneration(CONFIG, MODEL_DIR) as hf:
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def backend(request: pytest.FixtureRequest) -> Iterator[HFGeneration]:
+    """The bundled model in process: float32 on the CPU, bfloat16 on CUDA (HFGeneration's defaults)."""
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.fail("the gpu tests need a CUDA device; deselect them with -m 'not gpu' on machines without one")
+    with HFGeneration(CONFIG, MODEL_DIR, device=request.param) as hf:
         yield hf
 
 

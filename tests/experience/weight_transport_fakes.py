@@ -11,22 +11,25 @@ from typing import Any, Optional
 
 import orjson
 import torch
-from vllm.model_executor.model_loader.reload import record_metadata_for_reloading
-from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 
-from nemo_gym.experience.generation.gloo_engine import GlooWeightTransferEngine
+
+# vLLM is imported where it is used: GPU machines without vLLM collect this package's tests too.
 
 
 class TinyModel(torch.nn.Module):
     """Three linear layers, loaded as vLLM loads its models: each parameter through its `weight_loader`."""
 
     def __init__(self, seed: int = 0) -> None:
+        from vllm.model_executor.model_loader.reload import record_metadata_for_reloading
+
         super().__init__()
         torch.manual_seed(seed)
         self.layers = torch.nn.ModuleList([torch.nn.Linear(64, 64) for _ in range(3)])
         record_metadata_for_reloading(self)  # what vLLM's model loader does once the model is built
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+
         params = dict(self.named_parameters())
         loaded = set()
         for name, tensor in weights:
@@ -51,6 +54,8 @@ class FakeReplica:
     `paused` and `label` are what /is_paused and /weight_info would say; `model` is what it serves."""
 
     def __init__(self, seed: int = 0, fail: Optional[dict[str, tuple[int, str]]] = None) -> None:
+        from nemo_gym.experience.generation.gloo_engine import GlooWeightTransferEngine
+
         self.model = TinyModel(seed)
         parallel = SimpleNamespace(data_parallel_index=0, world_size=1, rank=0)
         self.engine = GlooWeightTransferEngine(SimpleNamespace(backend="nemo_gym_gloo"),
