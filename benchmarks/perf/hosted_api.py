@@ -19,24 +19,21 @@ Writes benchmarks/results/hosted_api.json.
 """
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import orjson
 
 from benchmarks.perf.harness import WEATHER_AGENT, WEATHER_CONFIG, _env, ng_run
-from benchmarks.perf.lifecycle import child_process, run_child
+from benchmarks.perf.lifecycle import run_child
 from benchmarks.perf.nemo_gym_reference import NG_PYTHON, _reference_env, reference_stack, write_rows
-from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, load_average, recording
-from nemo_gym.server.launch import SPEC_ENV
+from benchmarks.perf.results import REPO_ROOT, load_average, recording
 from nemo_gym.server.supervisor import free_port
 
 STUB = REPO_ROOT / "benchmarks" / "perf" / "hosted_api_stub.py"
@@ -53,27 +50,6 @@ def stub_settings(args: argparse.Namespace, port: int) -> dict[str, Any]:
     return {"entrypoint": str(STUB), "port": port, "model": MODEL, "api_key": KEY,
             "requests_per_minute": args.requests_per_minute, "tokens_per_minute": args.tokens_per_minute,
             "burst_s": 1.0, "latency_median_s": 1.0, "latency_sigma": 0.8, "time_scale": args.time_scale}
-
-
-@contextmanager
-def hosted_stub(workdir: Path, settings: dict[str, Any]) -> Iterator[str]:
-    """The stub as a server process of its own; yields its base URL (ending in /v1)."""
-    spec = {"name": "hosted_api", "kind": "responses_api_models", "implementation": "hosted_api_stub",
-            "settings": settings}
-    url = f"http://127.0.0.1:{settings['port']}/v1"
-    with open(workdir / "stub.log", "wb") as log, child_process(
-            [sys.executable, "-m", "nemo_gym.server.launch"], env={**_env(), SPEC_ENV: orjson.dumps(spec).decode()},
-            stdout=log, stderr=subprocess.STDOUT, grace_s=10):
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{url.removesuffix('/v1')}/stats", timeout=2, trust_env=False)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise BenchmarkFailed(f"the stub did not start:\n{(workdir / 'stub.log').read_text()[-2000:]}")
-                time.sleep(0.2)
-        yield url
 
 
 def stats(url: str) -> dict[str, int]:
@@ -232,13 +208,15 @@ def wrong_model(url: str, ours_head: str, ref: tuple[Path, int], rows_path: Path
         control(url, model=MODEL)
 
 
-def ours_config(url: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The weather stack's model server as it is (no limits: learned) and a second one with the stub's limits."""
+def ours_config(url: str, args: argparse.Namespace, stub: dict[str, Any]) -> dict[str, Any]:
+    """The stub (a server of our stack, so ng_run starts it and waits for it), the weather stack's model server as
+    it is (no limits: learned) and a second one with the stub's limits."""
     per_real_minute = 1.0 / args.time_scale
     model = {"base_url": url, "api_key": KEY, "model": MODEL}
     limited = {**model, "max_requests_per_minute": int(args.requests_per_minute * per_real_minute),
                "max_tokens_per_minute": int(args.tokens_per_minute * per_real_minute)}
     return {
+        "hosted_api": {"responses_api_models": {"hosted_api_stub": stub}},
         "policy_model": {"responses_api_models": {"vllm_model": model}},
         "limited_model": {"responses_api_models": {"vllm_model": limited}},
         LIMITED_AGENT: {"responses_api_agents": {"simple_agent": {
@@ -265,8 +243,9 @@ def main() -> None:
         work = Path(tmp)
         rows_path = write_rows(work / "rows.jsonl", rows, max_output_tokens=MAX_OUTPUT_TOKENS)
         runs: dict[str, Any] = {}
-        with hosted_stub(work, stub_settings(args, free_port())) as url, \
-                ng_run(work / "ours", ours_config(url, args), (WEATHER_CONFIG,)) as ours, \
+        stub = stub_settings(args, free_port())
+        url = f"http://127.0.0.1:{stub['port']}/v1"
+        with ng_run(work / "ours", ours_config(url, args, stub), (WEATHER_CONFIG,)) as ours, \
                 reference_stack(work / "ref", url) as ref_port:
             for name, agent in (("ours_limits_configured", LIMITED_AGENT), ("ours_limits_learned", WEATHER_AGENT)):
                 runs[name] = ours_collect(ours.head_url, url, args, rows_path, rows, work / name / "out.jsonl",

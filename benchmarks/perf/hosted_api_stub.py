@@ -74,7 +74,8 @@ class HostedApiStub(StubChatModel):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        s = self.settings
+        assert isinstance(self.settings, HostedApiSettings)
+        self.stub = s = self.settings
         minute_s = 60.0 * s.time_scale
         burst_s = s.burst_s * s.time_scale
         self._requests = _Bucket(s.requests_per_minute, minute_s, burst_s)
@@ -101,7 +102,7 @@ class HostedApiStub(StubChatModel):
             self.stats["unauthorized"] += 1
             raise HandlerError(401, "Incorrect API key provided.")
         return {"object": "list", "data": [{"id": self._model, "object": "model",
-                                            "context_length": self.settings.context_length}]}
+                                            "context_length": self.stub.context_length}]}
 
     async def _stats(self, body: Any, request: Request) -> dict[str, int]:
         return self.stats
@@ -113,7 +114,7 @@ class HostedApiStub(StubChatModel):
         return {"model": self._model}
 
     def _latency(self) -> float:
-        s = self.settings
+        s = self.stub
         median = s.latency_median_s * s.time_scale
         return min(30 * median, median * math.exp(self._random.gauss(0.0, s.latency_sigma)))
 

@@ -2,14 +2,18 @@
 for all its workers, a 429 is waited out and recorded, the run's concurrency is cut when rollouts meet 429s, and
 every model call's record reaches the row, the metrics, the report and the progress file."""
 
+import re
 from pathlib import Path
 
 import orjson
 
 from benchmarks.perf.harness import write_rows
+from nemo_gym.rollout_collection.concurrency import DECREASE
 from nemo_gym.run_files.metrics_file import read_metrics
 from tests.collection.util import read_rows, run_cli, sidecar
 from tests.hosted.conftest import AGENT, LIMITED_AGENT, STUB_MODEL, HostedStack
+
+CUT = re.compile(r"concurrency (\d+) -> (\d+) \(ceiling 64\): a rollout met \d+ 429s")
 
 
 def _collect(stack: HostedStack, agent: str, tmp_path: Path, rows: int, *extra: str) -> tuple[str, Path]:
@@ -71,6 +75,7 @@ def test_429s_are_waited_out_recorded_and_cut_the_concurrency(hosted_stack: Host
     assert len(rows) == 40 and progress["failed"] == 0
     # Every 429 of a rollout that succeeded is in its row; the stub also counted those of attempts that failed.
     assert 5 <= limited == progress["rate_limited"] <= seen["rate_limited"]
-    assert "concurrency 16 -> 11 (ceiling 64): a rollout met " in stdout
+    cuts = [(int(old), int(new)) for old, new in CUT.findall(stdout)]
+    assert cuts and all(new == int(old * DECREASE) for old, new in cuts), stdout
     metrics = read_metrics(sidecar(output, "_aggregate_metrics.json"))[0]["agent_metrics"]
     assert metrics["model_calls/rate_limited"] == limited and metrics["model_calls/retries"] == limited

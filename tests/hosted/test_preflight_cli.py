@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.collection.util import run_cli
-from tests.helpers.stack import environment_config, free_port, running_stack
+from tests.helpers.stack import REPO_ROOT, environment_config, free_port, running_stack
 from tests.hosted.conftest import STUB_KEY, STUB_MODEL, HostedStack, model_server, stub_settings
 from tests.hosted.test_workers_share_limits import _server
 
@@ -107,3 +107,17 @@ def test_collect_refuses_wrong_endpoints_in_one_line(stub: str, bad_stack: str, 
     assert line.index("'policy_model'") < line.index("'wrong_key'") < line.index("'wrong_model'")
     assert not output.parent.exists()
     assert _stats(stub)["requests"] == before["requests"]
+
+
+def test_a_dead_model_url_is_one_line_naming_it(tmp_path: Path) -> None:
+    """The newcomer's case: +model_url turns the shipped local_vllm_model into a vllm_model at a URL where nothing
+    listens; nothing starts, no resume advice (the run never reached its model)."""
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    result = run_cli("e2e", [f"+config_paths=[{environment_config('example_single_tool_call')},"
+                             f"{REPO_ROOT / 'configs' / 'local_vllm_model.yaml'}]", f"+model_url={dead}",
+                             f"+output_jsonl_fpath={tmp_path / 'out' / 'r.jsonl'}", "+split=example"], cwd)
+    line = _refused(result, f"model endpoint {dead} (model server 'policy_model') is unreachable: ",
+                    "[Errno 111] Connection refused")
+    assert "ConnectFailed calling" in line and not list(cwd.iterdir()) and not (tmp_path / "out").exists()
