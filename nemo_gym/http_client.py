@@ -13,6 +13,7 @@ from typing import Any, AsyncIterable, Awaitable, Callable
 
 import orjson
 
+from nemo_gym.config.timeouts import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 # The failure types are nemo_gym.failures'; callers of the client may take them from here.
 from nemo_gym.failures import (  # noqa: F401
     NO_RETRY,
@@ -60,8 +61,8 @@ class HttpClient:
     def __init__(
         self,
         *,
-        connect_timeout_s: float = 5.0,
-        read_timeout_s: float = 600.0,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        read_timeout_s: float = READ_TIMEOUT_S,
         max_connections: int = 4096,
         retry: RetryPolicy = NO_RETRY,
     ) -> None:

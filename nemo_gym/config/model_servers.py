@@ -8,6 +8,7 @@ other: `+model_url` turns a local_vllm_model into a vllm_model by dropping the k
 from pydantic import Field, model_validator
 
 from nemo_gym.config.servers import ServerSettings
+from nemo_gym.config.timeouts import MODEL_REQUEST_TIMEOUT_S
 from nemo_gym.config.typed import Text
 
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -37,7 +38,7 @@ class VLLMModelSettings(EndpointLimitSettings):
     """The served model name to request."""
     return_token_id_information: bool = False
     """Return prompt and generation token ids (and logprobs) by default, for training."""
-    request_timeout_s: float = Field(600.0, gt=0)
+    request_timeout_s: float = Field(MODEL_REQUEST_TIMEOUT_S, gt=0)
     """Seconds per vLLM request."""
 
 

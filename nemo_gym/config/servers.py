@@ -5,10 +5,11 @@ Same shape as NeMo Gym configs, so their YAML reads naturally here. Servers refe
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pydantic import Field
 
+from nemo_gym.config.timeouts import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 from nemo_gym.config.typed import Settings, Text
 from nemo_gym.errors import ConfigError
 
@@ -31,9 +32,9 @@ class ServerSettings(Settings):
     """Log level of this server's log."""
     startup_timeout_s: float = Field(120.0, gt=0)
     """Seconds ng_run waits for this server's /health (cover a model's cold start)."""
-    connect_timeout_s: float = Field(5.0, gt=0)
+    connect_timeout_s: float = Field(CONNECT_TIMEOUT_S, gt=0)
     """Seconds to connect to another server."""
-    read_timeout_s: float = Field(600.0, gt=0)
+    read_timeout_s: float = Field(READ_TIMEOUT_S, gt=0)
     """Seconds to wait for another server's answer (default for calls without their own timeout)."""
     workers: int | None = Field(None, ge=1)
     """Processes serving this server's port (the kernel spreads connections over them, SO_REUSEPORT). Only for a
@@ -60,7 +61,7 @@ class ServerSpec:
 
     def ref(self, key: str) -> ServerRef:
         """The server reference stored under `key` in this server's settings."""
-        value = self.settings.get(key)
+        value: Any = self.settings.get(key)
         if not _is_ref(value):
             raise ConfigError(f"server '{self.name}' needs a '{key}: {{type: ..., name: ...}}' reference")
         return ServerRef(type=value["type"], name=value["name"])
@@ -103,7 +104,8 @@ def server_specs(config: dict[str, Any]) -> dict[str, ServerSpec]:
     return {name: spec for name, value in config.items() if (spec := as_server(str(name), value))}
 
 
-def parse_server_tree(config: dict[str, Any], source_of: "callable | None" = None) -> dict[str, ServerSpec]:
+def parse_server_tree(config: dict[str, Any],
+                      source_of: Callable[[str], str] | None = None) -> dict[str, ServerSpec]:
     """Find every server instance in the resolved config and check the references between them.
 
     `source_of(dotted_key)` names where a key was set, so errors can point at the file and line.

@@ -10,8 +10,8 @@ A request's `max_rollout_turns` (see `turn_limit`) lowers the agent's own limit 
 Settings every agent takes:
     resources_server: {type: resources_servers, name: ...}
     model_server: {type: responses_api_models, name: ...}
-    model_timeout_s: 600        # per model call
-    resources_timeout_s: 300    # per seed_session / tool / step / verify call
+    model_timeout_s: ...        # per model call (nemo_gym.config.timeouts.MODEL_CALL_TIMEOUT_S)
+    resources_timeout_s: ...    # per seed_session / tool / step / verify call (RESOURCES_CALL_TIMEOUT_S)
 
 Each model call's record (`nemo_gym.model_calls`: latency, attempts, 429s, tokens), taken out of the model server's
 reply, is listed in the rollout's row under `_ng_model_calls` (`run_format.MODEL_CALLS`); a model server that sends
@@ -32,6 +32,7 @@ from starlette.routing import Route
 from pydantic import Field
 
 from nemo_gym.config.servers import ServerSettings
+from nemo_gym.config.timeouts import MODEL_CALL_TIMEOUT_S, RESOURCES_CALL_TIMEOUT_S
 from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.failures import FailureClass
 from nemo_gym.http_client import RequestFailed
@@ -76,9 +77,9 @@ class AgentSettings(ServerSettings):
     """The environment this agent's rollouts run in."""
     model_server: ModelServerRef
     """The policy model."""
-    model_timeout_s: float = Field(600.0, gt=0)
+    model_timeout_s: float = Field(MODEL_CALL_TIMEOUT_S, gt=0)
     """Seconds per model call."""
-    resources_timeout_s: float = Field(300.0, gt=0)
+    resources_timeout_s: float = Field(RESOURCES_CALL_TIMEOUT_S, gt=0)
     """Seconds per seed_session / tool / step / verify call."""
     datasets: list[dict[str, Any]] | None = None
     """This agent's datasets ({name, type, jsonl_fpath, ...}), read by ng_e2e_collect_rollouts per split."""

@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from nemo_gym.config.global_settings import HeadServerSettings, head_server
 from nemo_gym.config.loader import COMMAND_LINE, GlobalConfig
+from nemo_gym.config.timeouts import ROLLOUT_TIMEOUT_S, VERIFY_TIMEOUT_S
 from nemo_gym.config.typed import FilePath, Settings, Text, build, check_unknown_keys
 from nemo_gym.errors import ConfigError
 from nemo_gym.run_files.paths import RunPaths
@@ -122,7 +123,7 @@ class SharedRolloutCollectionConfig(_FromGlobal):
     """Attempts per rollout within one run before it is recorded as failed."""
     max_total_attempts: int = Field(10, ge=1)
     """Attempts per rollout across resumed runs before it is no longer retried."""
-    rollout_timeout_s: float = Field(1800.0, gt=0)
+    rollout_timeout_s: float = Field(ROLLOUT_TIMEOUT_S, gt=0)
     """Seconds one rollout (one /run call to its agent) may take."""
     retry_backoff_s: float = Field(1.0, ge=0)
     """Seconds before the first retry of a failed rollout (doubling after each)."""
@@ -305,7 +306,7 @@ class RolloutReverificationConfig(_FromGlobal):
     """Attempts per verification within one run before it is recorded as failed."""
     max_total_attempts: int = Field(10, ge=1)
     """Attempts per verification across resumed runs before it is no longer retried."""
-    verify_timeout_s: float = Field(600.0, gt=0)
+    verify_timeout_s: float = Field(VERIFY_TIMEOUT_S, gt=0)
     """Seconds one /verify call may take."""
     retry_backoff_s: float = Field(1.0, ge=0)
     """Seconds before the first retry of a failed verification (doubling after each)."""

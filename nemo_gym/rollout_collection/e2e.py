@@ -176,7 +176,7 @@ def _configured_agents(global_config: GlobalConfig) -> set[str]:
 def plan_e2e(config: E2ERolloutCollectionConfig, global_config: GlobalConfig) -> CollectionSummary:
     """+dry_run=true: check every server's settings and every row of the split against the configured agents, and
     print the plan; the inputs are prepared in a temporary folder and no server starts."""
-    check_server_settings(global_config)
+    check_server_settings(global_config, rollout_timeout_s=config.rollout_timeout_s)
     if config.preflight:
         run_sync(preflight_config(global_config))
     agents = _configured_agents(global_config)
@@ -193,7 +193,7 @@ def _check_before_start(config: E2ERolloutCollectionConfig, global_config: Globa
     """Everything that could refuse the run once its servers were up, checked before any starts (a vLLM cold start
     is minutes): every server's settings, the output's state, the W&B login, and every prepared row against the
     configured agents. Returns the prepared inputs."""
-    check_server_settings(global_config)
+    check_server_settings(global_config, rollout_timeout_s=config.rollout_timeout_s)
     if not config.resume_from_cache:
         check_fresh(config)  # before preparing: a refused rerun leaves the earlier run's prepared inputs as they were
     if config.upload_rollouts_to_wandb:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Mapping, Optional
 
 from pydantic import BeforeValidator, Field
 
+from nemo_gym.config.timeouts import GROUP_TIMEOUT_S
 from nemo_gym.config.typed import Settings, build, check_unknown_keys, nowhere
 from nemo_gym.errors import ConfigError
 from nemo_gym.experience.errors import CollectorConfigError
@@ -34,7 +35,7 @@ class AsyncGRPOConfig(Settings):
     their cached keys and values with the new weights."""
     max_concurrent_groups: Optional[int] = Field(None, ge=1)
     """Prompt groups generating at once; null: num_prompts_per_step x max_trajectory_age_steps, as NeMo RL."""
-    group_timeout_s: Optional[float] = Field(600.0, gt=0)
+    group_timeout_s: Optional[float] = Field(GROUP_TIMEOUT_S, gt=0)
     """A group running longer is a straggler: cancelled, and retried as a failed attempt. Null disables it, and a
     hung group then blocks its step forever."""
     max_group_attempts: int = Field(3, ge=1)

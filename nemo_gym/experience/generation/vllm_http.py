@@ -24,6 +24,7 @@ from typing import Any, AsyncIterator, Optional, Sequence
 
 import torch
 
+from nemo_gym.config.timeouts import CONNECT_TIMEOUT_S, MODEL_REQUEST_TIMEOUT_S
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
 from nemo_gym.experience.errors import GenerationError, WeightUpdateError
 from nemo_gym.experience.generation.interfaces import (
@@ -108,8 +109,8 @@ class VllmHttpGeneration(GenerationInterface):
         *,
         api_key: Optional[str] = None,
         max_concurrency: int = 128,
-        request_timeout_s: float = 600.0,
-        connect_timeout_s: float = 5.0,
+        request_timeout_s: float = MODEL_REQUEST_TIMEOUT_S,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
         weight_version: int = 0,
         weight_update_timeout_s: float = 300.0,
         max_attempts: int = 1,

@@ -1,8 +1,9 @@
 """`POST /v1/responses` passed through to an OpenAI-compatible endpoint (OpenAI itself, or a gateway).
 
 Settings: `base_url` (ending in /v1), `api_key` (sent as a bearer token; launch scrubs it from every log line),
-`model`, `request_timeout_s` (default 600), and the endpoint's rate limits (`max_requests_per_minute`,
-`max_tokens_per_minute`, `max_rate_limited_attempts`: see ../endpoint_calls.py), held by this server as a whole.
+`model`, `request_timeout_s` (default: `config.timeouts.MODEL_REQUEST_TIMEOUT_S`), and the endpoint's rate limits
+(`max_requests_per_minute`, `max_tokens_per_minute`, `max_rate_limited_attempts`: see ../endpoint_calls.py), held by
+this server as a whole.
 
 Requests go through `EndpointCalls` (paced, re-sent after a 429, measured); a Responses reply carries the call's
 record under `nemo_gym.model_calls.REPLY_FIELD`. `GET /preflight` checks the endpoint, the key and the model.
@@ -17,6 +18,7 @@ from starlette.routing import Route
 from nemo_gym import protocol
 from nemo_gym.config.model_servers import EndpointLimitSettings
 from nemo_gym.config.servers import ServerSpec
+from nemo_gym.config.timeouts import MODEL_REQUEST_TIMEOUT_S
 from nemo_gym.config.typed import Text
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
@@ -32,7 +34,7 @@ class OpenAIModelSettings(EndpointLimitSettings):
     """Sent as a bearer token (scrubbed from every log line)."""
     model: Text
     """The model to request."""
-    request_timeout_s: float = Field(600.0, gt=0)
+    request_timeout_s: float = Field(MODEL_REQUEST_TIMEOUT_S, gt=0)
     """Seconds per request."""
 
 

@@ -1,8 +1,9 @@
 """`POST /v1/responses` in front of vLLM's Chat Completions, over one or more replicas.
 
 Settings: `base_url` (one URL or a list, each ending in /v1), `api_key`, `model`, `return_token_id_information`,
-`request_timeout_s` (default 600), and the endpoint's rate limits (`max_requests_per_minute`,
-`max_tokens_per_minute`, `max_rate_limited_attempts`: see endpoint_calls.py), held by this server as a whole.
+`request_timeout_s` (default: `config.timeouts.MODEL_REQUEST_TIMEOUT_S`), and the endpoint's rate limits
+(`max_requests_per_minute`, `max_tokens_per_minute`, `max_rate_limited_attempts`: see endpoint_calls.py), held by
+this server as a whole.
 
 Each generation request goes through `EndpointCalls` (paced, re-sent after a 429, measured); a Responses reply
 carries the call's record under `nemo_gym.model_calls.REPLY_FIELD`. `GET /preflight` checks every base URL
