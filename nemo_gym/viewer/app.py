@@ -16,7 +16,8 @@ from nemo_gym.config.servers import ServerSpec
 from nemo_gym.server.base import BaseServer, error_response, json_response
 from nemo_gym.viewer.compare import compare_runs
 from nemo_gym.viewer.errors import NotFound, ViewerError
-from nemo_gym.viewer.render_common import asset, esc, layout
+from nemo_gym.safe_html import Html, el
+from nemo_gym.viewer.render_common import asset, layout, runs_subtitle
 from nemo_gym.viewer.views import (
     RowQuery, ServerUrls, Viewer, compare_body, compare_task_body, overview_body, query_rows, rollout_body,
     rows_body, task_body, task_summaries,
@@ -39,9 +40,8 @@ class ViewerServer(BaseServer):
             nav += [("/rows?run=b", "Rollouts B", current == "rows_b"), ("/compare", "Compare", current == "compare")]
         return nav
 
-    def _subtitle(self) -> str:
-        return " · ".join(f"{label.upper()}: <code>{esc(index.input_glob)}</code>"
-                          for label, index in self.viewer.runs.items())
+    def _subtitle(self) -> Html:
+        return runs_subtitle({label: index.input_glob for label, index in self.viewer.runs.items()})
 
     async def _call(self, work: Callable[[], Any]) -> Any:
         def locked() -> Any:
@@ -49,15 +49,15 @@ class ViewerServer(BaseServer):
                 return work()
         return await run_in_threadpool(locked)
 
-    def _page(self, title: str, current: str, work: Callable[[Request], str]) -> Callable[[Request], Any]:
+    def _page(self, title: str, current: str, work: Callable[[Request], Html]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             try:
                 body = await self._call(lambda: work(request))
                 status = 200
             except NotFound as exc:
-                body, status = f'<p class="error">{esc(exc)}</p>', 404
+                body, status = el("p", str(exc), class_="error"), 404
             except ViewerError as exc:
-                body, status = f'<p class="error">{esc(exc)}</p>', 400
+                body, status = el("p", str(exc), class_="error"), 400
             return HTMLResponse(layout(title, body, self._nav(current), self._subtitle()), status_code=status)
         return endpoint
 

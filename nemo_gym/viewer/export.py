@@ -12,7 +12,8 @@ import numpy as np
 from nemo_gym.viewer.compare import compare_runs
 from nemo_gym.viewer.index import RunIndex
 from nemo_gym.viewer.query import FAILURE_ANY, RowFilter, select
-from nemo_gym.viewer.render_common import esc, fmt, layout, table
+from nemo_gym.safe_html import Html, el, fragment, table
+from nemo_gym.viewer.render_common import fmt, layout, runs_subtitle
 from nemo_gym.viewer.render_rows import rows_table
 from nemo_gym.viewer.render_transcript import transcript_html
 from nemo_gym.viewer.summary import row_summary
@@ -54,32 +55,32 @@ def sample_positions(index: RunIndex, size: int) -> list[int]:
     return sorted(picked)
 
 
-def _changed_summary(viewer: Viewer) -> str:
+def _changed_summary(viewer: Viewer) -> Html:
     c = compare_runs(viewer.runs["a"], viewer.runs["b"], "all", "delta", 0, 50)
     rows = [(str(t.task), fmt(t.mean_a), fmt(t.mean_b), fmt(t.mean_b - t.mean_a)) for t in c.changed]
-    return (f"<h2>Tasks whose reward changed (B against A)</h2><p class=facts>{c.total_changed:,} of {c.common:,} "
-            f"common tasks: {c.worse:,} worse, {c.better:,} better (largest drops first, at most 50 listed)</p>"
-            + table(("task", "mean reward A", "mean reward B", "B − A"), rows, "rows changed"))
+    return fragment(el("h2", "Tasks whose reward changed (B against A)"),
+                    el("p", f"{c.total_changed:,} of {c.common:,} common tasks: {c.worse:,} worse, {c.better:,} "
+                            f"better (largest drops first, at most 50 listed)", class_="facts"),
+                    table(("task", "mean reward A", "mean reward B", "B − A"), rows, "rows changed"))
 
 
 def export_report(viewer: Viewer, path: Path, sample: int = DEFAULT_SAMPLE) -> Path:
     urls = AnchorUrls()
     for index in viewer.runs.values():
         index.overview()  # a report holds the whole overview: wait for its background phase
-    parts = [overview_body(viewer, urls)]
+    parts: list[Html] = [overview_body(viewer, urls)]
     if viewer.comparing:
         parts.append(_changed_summary(viewer))
     for label, index in viewer.runs.items():
         positions = sample_positions(index, sample)
         summaries = [row_summary(index, p) for p in positions]
-        parts.append(f"<h2>Sample of {len(positions)} rollouts of run {label.upper()}</h2>"
-                     + rows_table(summaries, urls))
+        parts += [el("h2", f"Sample of {len(positions)} rollouts of run {label.upper()}"), rows_table(summaries, urls)]
         for s in summaries:
-            heading = f"Run {label.upper()}, task {s['task']}, rollout {s['rollout']} ({esc(s['agent'])})"
+            heading = f"Run {label.upper()}, task {s['task']}, rollout {s['rollout']} ({s['agent']})"
             body = transcript_html(transcript(index.row(s["position"]), index.is_failure(s["position"])), heading)
-            parts.append(f'<div id="rollout-{label}-{s["task"]}-{s["rollout"]}">{body}</div>')
-    subtitle = " · ".join(f"{label.upper()}: <code>{esc(i.input_glob)}</code>" for label, i in viewer.runs.items())
-    page = layout("ng_view report", "".join(parts), [], subtitle, inline_assets=True)
+            parts.append(el("div", body, id=f"rollout-{label}-{s['task']}-{s['rollout']}"))
+    subtitle = runs_subtitle({label: index.input_glob for label, index in viewer.runs.items()})
+    page = layout("ng_view report", parts, [], subtitle, inline_assets=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(page, encoding="utf-8")

@@ -35,7 +35,7 @@ from nemo_gym.run_files.rows import line_number_at
 from nemo_gym.viewer.columns import ROW_COLUMNS, TASK_COLUMNS, ColumnStore, ColumnWriter
 from nemo_gym.viewer.errors import NotFound, ViewerError
 from nemo_gym.viewer.overview_build import OverviewJob
-from nemo_gym.viewer.row_fields import agent_of, numbers
+from nemo_gym.viewer.row_fields import agent_of, numbers, parse_row
 
 INDEX_VERSION = 2  # 2: the overview is computed after the index, and meta.json holds failures by agent
 META = "meta.json"
@@ -103,7 +103,7 @@ class _Builder:
 
     def add_row(self, task: int, rollout: int, file_no: int, offset: int, length: int, line: bytes) -> None:
         try:
-            row = orjson.loads(line)
+            row = parse_row(line)
         except orjson.JSONDecodeError as exc:
             path = self.files[file_no]
             raise InputDataError(f"{path}:{line_number_at(path, offset)}: not valid JSON ({exc})") from None
@@ -219,7 +219,8 @@ class RunIndex:
                                int(self.rows.value("length", position)))
 
     def row(self, position: int) -> dict[str, Any]:
-        return orjson.loads(self.line(position))
+        row: dict[str, Any] = parse_row(self.line(position))
+        return row
 
     def is_failure(self, position: int) -> bool:
         return int(self.rows.value("failure", position)) != 0

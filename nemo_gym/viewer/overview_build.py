@@ -22,6 +22,7 @@ from nemo_gym.run_files.metrics_file import metrics_heads
 from nemo_gym.run_files.paths import RunPaths
 from nemo_gym.viewer.columns import ColumnStore
 from nemo_gym.viewer.errors import ViewerError
+from nemo_gym.viewer.row_fields import parse_row
 
 OVERVIEW = "overview.json"
 _COLUMNS = ("file", "offset", "length", "agent", "failure")
@@ -45,7 +46,7 @@ def _agent_entries(accumulators: dict[str, AgentAccumulator], agents: list[str],
         failures = dict(failures_by_agent.get(agent, {}))
         entry: dict[str, Any] = {"agent": agent, "failures_by_class": failures, "pass_at_k": {},
                                  "histogram": [[], []], "agent_metrics": {}, "key_metrics": {},
-                                 "environment_metrics": agent in env}
+                                 "environment_metrics": agent in env, "model_calls": []}
         accumulator = accumulators.get(agent)
         if accumulator is not None:
             result = accumulator.finish(failures)
@@ -54,6 +55,7 @@ def _agent_entries(accumulators: dict[str, AgentAccumulator], agents: list[str],
             entry["pass_at_k"] = {str(k): v for k, v in result.pass_at_k.items()}
             edges, counts = result.reward_histogram
             entry["histogram"] = [list(map(float, edges)), list(map(int, counts))]
+            entry["model_calls"] = result.model_calls  # per endpoint, from the rows' per-call records
         entries.append(entry)
     return entries
 
@@ -78,7 +80,7 @@ def build_overview(directory: Path, rows: ColumnStore, meta: dict[str, Any],
                 accumulator = accumulators.get(agent)
                 if accumulator is None:
                     accumulator = accumulators[agent] = AgentAccumulator()
-                accumulator.add(orjson.loads(os.pread(fd, length, offset)))
+                accumulator.add(parse_row(os.pread(fd, length, offset)))
             progress(start + len(block["file"]))
         overview = {"agents": _agent_entries(accumulators, agents, meta["failures_by_agent"], rollout_files),
                     "manifests": [{"file": str(p), "manifest": m} for p in rollout_files if (m := _manifest(p))]}

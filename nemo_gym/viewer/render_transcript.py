@@ -3,40 +3,42 @@ then the verifier's fields and the token counts. Long texts are folded."""
 
 from typing import Any
 
-from nemo_gym.viewer.render_common import esc, fold, kv_table
+from nemo_gym.safe_html import Child, Html, el, join
+from nemo_gym.viewer.render_common import fold, kv_table
 from nemo_gym.viewer.transcript import Item, Transcript
 
 
-def _item_html(item: Item) -> str:
-    part = ' <span class="part">(request)</span>' if item.part == "prompt" else ""
+def _item_html(item: Item) -> Html:
+    part = [" ", el("span", "(request)", class_="part")] if item.part == "prompt" else None
     if item.kind == "tool_call":
-        return (f'<div class="item tool-call"><div class="label">tool call <code class="tool-name">'
-                f'{esc(item.name)}</code> <span class="muted">{esc(item.call_id)}</span>{part}</div>'
-                f'{fold(item.text, "arguments")}</div>')
+        label = ["tool call ", el("code", item.name, class_="tool-name"), " ", el("span", item.call_id, class_="muted")]
+        return _item("item tool-call", [label, part], fold(item.text, "arguments"))
     if item.kind == "tool_result":
-        name = f' of <code>{esc(item.name)}</code>' if item.name else ""
-        return (f'<div class="item tool-result"><div class="label">tool result{name} <span class="muted">'
-                f"{esc(item.call_id)}</span>{part}</div>{fold(item.text)}</div>")
+        name = [" of ", el("code", item.name)] if item.name else None
+        return _item("item tool-result", ["tool result", name, " ", el("span", item.call_id, class_="muted"), part],
+                     fold(item.text))
     if item.kind == "reasoning":
-        return f'<div class="item reasoning"><div class="label">reasoning{part}</div>{fold(item.text)}</div>'
+        return _item("item reasoning", ["reasoning", part], fold(item.text))
     if item.kind == "message":
-        return (f'<div class="item message role-{esc(item.role)}"><div class="label">{esc(item.role)}{part}</div>'
-                f"{fold(item.text)}</div>")
-    return f'<div class="item other"><div class="label">other item{part}</div>{fold(item.text)}</div>'
+        return _item(f"item message role-{item.role}", [item.role, part], fold(item.text))
+    return _item("item other", ["other item", part], fold(item.text))
 
 
-def transcript_html(t: Transcript, heading: str) -> str:
-    notes = "".join(f'<p class="note">{esc(n)}</p>' for n in t.notes)
+def _item(css: str, label: Child, body: Html) -> Html:
+    return el("div", el("div", label, class_="label"), body, class_=css)
+
+
+def transcript_html(t: Transcript, heading: Child) -> Html:
     fields_title = "Failure" if t.failed else "Verifier fields"
-    usage = f"<div><h4>Tokens</h4>{kv_table(t.usage, ('usage', 'tokens'))}</div>" if t.usage else ""
-    items = "".join(_item_html(item) for item in t.items)
-    return (f'<article class="transcript"><h3>{heading}</h3>{notes}<div class="tables"><div><h4>{fields_title}</h4>'
-            f'{kv_table(t.fields)}</div>{usage}</div><h4>Transcript ({len(t.items)} items)</h4>'
-            f'<div class="items">{items}</div></article>')
+    usage = el("div", el("h4", "Tokens"), kv_table(t.usage, ("usage", "tokens"))) if t.usage else None
+    return el("article", el("h3", heading), [el("p", n, class_="note") for n in t.notes],
+              el("div", el("div", el("h4", fields_title), kv_table(t.fields)), usage, class_="tables"),
+              el("h4", f"Transcript ({len(t.items)} items)"),
+              el("div", [_item_html(item) for item in t.items], class_="items"), class_="transcript")
 
 
-def rollout_nav(links: dict[str, Any]) -> str:
-    parts = [f'<a rel="{rel}" href="{esc(href)}">{label}</a>' for rel, href, label in (
+def rollout_nav(links: dict[str, Any]) -> Html:
+    parts = [el("a", label, rel=rel, href=href) for rel, href, label in (
         ("prev", links.get("prev"), "← previous rollout"), ("up", links.get("task"), "all rollouts of this task"),
         ("next", links.get("next"), "next rollout →")) if href]
-    return f'<div class="pager">{" ".join(parts)}</div>'
+    return el("div", join(" ", parts), class_="pager")

@@ -5,14 +5,43 @@ row's fields and the two keys. Anything missing reads as "unknown" (NaN, -1, "")
 open whatever a run wrote.
 """
 
+import json
 import math
+import re
 from typing import Any
+
+import orjson
 
 REWARD = "reward"
 EXTRACTED_ANSWER = "extracted_answer"
 # Fields every row carries for the machinery rather than for the verifier's verdict.
 STRUCTURAL_FIELDS = frozenset({"responses_create_params", "response", "agent_ref"})
 INTERNAL_PREFIX = "_ng_"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def parse_row(line: bytes) -> Any:
+    """A JSONL line as JSON. A line with broken UTF-8 (bytes that are not UTF-8, or a lone surrogate escape such as
+    Python's json module writes) still opens, its broken characters read as U+FFFD, as a browser shows them; a line
+    that is not JSON raises orjson.JSONDecodeError."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as error:
+        try:
+            value = json.loads(line.decode("utf-8", "replace"))
+        except ValueError:
+            raise error from None
+        return _replace_surrogates(value)
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replace_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_replace_surrogates(key): _replace_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def reward_of(row: dict[str, Any]) -> float:

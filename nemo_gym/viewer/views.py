@@ -9,7 +9,8 @@ from nemo_gym.viewer.compare import compare_runs
 from nemo_gym.viewer.errors import NotFound, ViewerError
 from nemo_gym.viewer.index import RunIndex
 from nemo_gym.viewer.query import MAX_LIMIT, RowFilter, select
-from nemo_gym.viewer.render_common import esc, query_url
+from nemo_gym.safe_html import Html, el, fragment, join
+from nemo_gym.viewer.render_common import query_url
 from nemo_gym.viewer.render_compare import changed_tasks, side_by_side
 from nemo_gym.viewer.render_overview import key_metric_deltas, run_overview
 from nemo_gym.viewer.render_rows import filter_form, pager, rows_table, task_view
@@ -90,10 +91,10 @@ class RowQuery:
                 "order": "desc" if self.descending else "asc", "size": self.size}
 
 
-def overview_body(viewer: Viewer, urls: Any) -> str:
-    body = "".join(run_overview(index, urls.failures) for index in viewer.runs.values())
+def overview_body(viewer: Viewer, urls: Any) -> Html:
+    body = fragment([run_overview(index, urls.failures) for index in viewer.runs.values()])
     if viewer.comparing:
-        body = key_metric_deltas(viewer.runs["a"], viewer.runs["b"]) + f'<div class="two-runs">{body}</div>'
+        return fragment(key_metric_deltas(viewer.runs["a"], viewer.runs["b"]), el("div", body, class_="two-runs"))
     return body
 
 
@@ -103,13 +104,13 @@ def query_rows(viewer: Viewer, query: RowQuery) -> tuple[list[dict[str, Any]], A
     return [row_summary(index, p) for p in page.positions], page
 
 
-def rows_body(viewer: Viewer, query: RowQuery, urls: Any) -> str:
+def rows_body(viewer: Viewer, query: RowQuery, urls: Any) -> Html:
     index = viewer.run(query.run)
     summaries, page = query_rows(viewer, query)
     params = query.params()
-    return (f"<h2>Rollouts of run {query.run.upper()}</h2>"
-            + filter_form(params, index.agents, index.failure_classes, list(viewer.runs))
-            + pager(page, params) + rows_table(summaries, urls) + pager(page, params))
+    return fragment(el("h2", f"Rollouts of run {query.run.upper()}"),
+                    filter_form(params, index.agents, index.failure_classes, list(viewer.runs)),
+                    pager(page, params), rows_table(summaries, urls), pager(page, params))
 
 
 def task_summaries(index: RunIndex, task: int) -> list[dict[str, Any]]:
@@ -117,14 +118,14 @@ def task_summaries(index: RunIndex, task: int) -> list[dict[str, Any]]:
     return [row_summary(index, p) for p in range(first, first + min(count, MAX_TASK_ROLLOUTS))]
 
 
-def task_body(viewer: Viewer, run: str, task: int, urls: Any) -> str:
+def task_body(viewer: Viewer, run: str, task: int, urls: Any) -> Html:
     index = viewer.run(run)
     summaries = task_summaries(index, task)
     answers = {s["rollout"]: answer_text(index.row(s["position"])) for s in summaries if not s["failure_class"]}
     return task_view(run, task, summaries, urls, answers)
 
 
-def rollout_body(viewer: Viewer, run: str, task: int, rollout: int, urls: Any) -> str:
+def rollout_body(viewer: Viewer, run: str, task: int, rollout: int, urls: Any) -> Html:
     index = viewer.run(run)
     position = index.find(task, rollout)
     links: dict[str, Any] = {"task": urls.task(run, task)}
@@ -133,11 +134,12 @@ def rollout_body(viewer: Viewer, run: str, task: int, rollout: int, urls: Any) -
             task_of, rollout_of = int(index.rows.value("task", other)), int(index.rows.value("rollout", other))
             links[rel] = urls.rollout(run, task_of, rollout_of)
     s = row_summary(index, position)
-    heading = (f"Run {run.upper()}, task {task}, rollout {rollout} <span class=muted>({esc(s['agent'])})</span>")
-    return rollout_nav(links) + transcript_html(transcript(index.row(position), index.is_failure(position)), heading)
+    heading = [f"Run {run.upper()}, task {task}, rollout {rollout} ", el("span", f"({s['agent']})", class_="muted")]
+    return fragment(rollout_nav(links),
+                    transcript_html(transcript(index.row(position), index.is_failure(position)), heading))
 
 
-def compare_body(viewer: Viewer, params: Mapping[str, str]) -> str:
+def compare_body(viewer: Viewer, params: Mapping[str, str]) -> Html:
     if not viewer.comparing:
         raise ViewerError("compare mode needs a second run: start ng_view with +compare_glob=...")
     page = _number(params, "page", int, 1)
@@ -148,7 +150,7 @@ def compare_body(viewer: Viewer, params: Mapping[str, str]) -> str:
     return changed_tasks(comparison, {"direction": direction, "order": order}, page, 50)
 
 
-def compare_task_body(viewer: Viewer, task: int, rollout: int | None) -> str:
+def compare_task_body(viewer: Viewer, task: int, rollout: int | None) -> Html:
     """Both runs' rollouts of `task` with their rewards, and one rollout's transcripts side by side (by default the
     first rollout whose reward differs between the runs)."""
     if not viewer.comparing:
@@ -161,19 +163,19 @@ def compare_task_body(viewer: Viewer, task: int, rollout: int | None) -> str:
     if rollout is None:
         differing = [r for r in common if sides["a"][r]["reward"] != sides["b"][r]["reward"]]
         rollout = (differing or common or sorted(sides["a"]))[0]
-    picker = " ".join(
-        f'<a class="{"current" if r == rollout else ""}" href="/compare/{task}?rollout={r}">rollout {r}: '
-        f'{esc(_reward(sides["a"].get(r)))} → {esc(_reward(sides["b"].get(r)))}</a>'
-        for r in sorted(set(sides["a"]) | set(sides["b"])))
+    picker = join(" ", (
+        el("a", f"rollout {r}: {_reward(sides['a'].get(r))} → {_reward(sides['b'].get(r))}",
+           class_="current" if r == rollout else "", href=f"/compare/{task}?rollout={r}")
+        for r in sorted(set(sides["a"]) | set(sides["b"]))))
 
-    def side(label: str, index: RunIndex) -> str:
+    def side(label: str, index: RunIndex) -> Html:
         if rollout not in sides[label]:
-            return f"<p class=muted>run {label.upper()} has no rollout {rollout} of task {task}</p>"
+            return el("p", f"run {label.upper()} has no rollout {rollout} of task {task}", class_="muted")
         position = sides[label][rollout]["position"]
         return transcript_html(transcript(index.row(position), index.is_failure(position)),
-                               f"Run {label.upper()}: reward {esc(_reward(sides[label][rollout]))}")
+                               f"Run {label.upper()}: reward {_reward(sides[label][rollout])}")
 
-    return side_by_side(task, side("a", a), side("b", b), f'<p class="picker">{picker}</p>')
+    return side_by_side(task, side("a", a), side("b", b), el("p", picker, class_="picker"))
 
 
 def _task_or_none(index: RunIndex, task: int) -> list[dict[str, Any]]:
