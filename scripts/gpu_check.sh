@@ -66,7 +66,8 @@ tests = {}  # each gpu test's outcome, from pytest's JUnit report
 if os.path.exists(junit):
     for case in ElementTree.parse(junit).iter("testcase"):
         outcome = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
-        tests[f"{case.get('classname')}::{case.get('name')}"] = {"outcome": outcome, "time_s": float(case.get("time", 0))}
+        tests[f"{case.get('classname')}::{case.get('name')}"] = {"outcome": outcome,
+                                                                 "time_s": float(case.get("time", 0))}
 entries["gpu_tests"]["tests"] = tests
 with open(path, "w") as out:
     json.dump({"gpu": gpu, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "parts": entries},

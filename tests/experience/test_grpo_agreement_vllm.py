@@ -56,17 +56,27 @@ class Pushed:
     policy: VllmHttpGeneration
 
 
-@pytest.fixture(scope="module")
-def pushed(vllm_weights_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pushed]:
-    original, model = _model(), _model()
+def perturbed_model(seed: int) -> PreTrainedModel:
+    """The bundled model with every trainable weight perturbed (the tied embedding stays, see the module doc)."""
+    model = _model()
     embedding = model.get_input_embeddings().weight
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for parameter in model.parameters():
             if parameter is not embedding:
                 parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.004)
-    config = {"model_name": vllm_weights_server.model, "max_seq_len": 2048, "pad_token_id": TOKENIZER.pad_token_id,
-              "max_new_tokens": 16, "temperature": 1.0}
+    return model
+
+
+def policy_config(server: Any) -> dict[str, Any]:
+    return {"model_name": server.model, "max_seq_len": 2048, "pad_token_id": TOKENIZER.pad_token_id,
+            "max_new_tokens": 16, "temperature": 1.0}
+
+
+@pytest.fixture(scope="module")
+def pushed(vllm_weights_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pushed]:
+    original, model = _model(), perturbed_model(seed=0)
+    config = policy_config(vllm_weights_server)
     with removed_after(tmp_path_factory.mktemp("weights")) as root, \
             VllmHttpGeneration(config, vllm_weights_server.base_url) as policy:
         policy.update_weights(write_weights(model, root / "v1"), 1)

@@ -6,39 +6,32 @@ are test_grpo_agreement_vllm.py's (which pushes through a folder), on the weight
 from typing import Any, Iterator
 
 import pytest
-import torch
 
 from nemo_gym.experience.generation import VllmHttpGeneration
 from tests.experience.test_grpo_agreement_vllm import (
     GAME,
     SUM,
-    TOKENIZER,
     Pushed,
     _assert_agree,
     _model,
     _native,
     _through_agents,
+    perturbed_model,
+    policy_config,
     stack,
 )
 from tests.helpers.stack import Stack
 
 pytestmark = pytest.mark.vllm
-__all__ = ["stack"]  # the agents' stack fixture, shared with the folder transport's module
+__all__ = ["stack"]  # the folder transport module's fixture of the agents' stack (one stack per module)
 
 
 @pytest.fixture(scope="module")
 def pushed(vllm_weights_server: Any) -> Iterator[Pushed]:
-    """The bundled model with every trainable weight perturbed (the tied embedding stays: vLLM's CPU build keeps the
-    lm_head it packed at start-up), pushed over gloo as version 1; the bundled weights again afterwards."""
-    original, model = _model(), _model()
-    embedding = model.get_input_embeddings().weight
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter is not embedding:
-                parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.004)
-    config = {"model_name": vllm_weights_server.model, "max_seq_len": 2048, "pad_token_id": TOKENIZER.pad_token_id,
-              "max_new_tokens": 16, "temperature": 1.0}
+    """The bundled model with every trainable weight perturbed, pushed over gloo as version 1; the bundled weights
+    again afterwards."""
+    original, model = _model(), perturbed_model(seed=1)
+    config = policy_config(vllm_weights_server)
     with VllmHttpGeneration(config, vllm_weights_server.base_url, weight_transport="gloo") as policy:
         policy.update_weights(model, 1)
         try:

@@ -41,7 +41,8 @@ import base64, json, sys, torch
 import torch.cuda.nccl as nccl
 from tests.experience.test_weight_transport_nccl_gpu import synthetic_model
 
-init_info, update_info, device = json.loads(sys.argv[1]), json.loads(sys.argv[2]), torch.device("cuda", int(sys.argv[3]))
+init_info, update_info = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+device = torch.device("cuda", int(sys.argv[3]))
 assert init_info["packed"] is False and init_info["rank_offset"] == 1
 torch.cuda.set_device(device)
 comm = nccl.init_rank(init_info["world_size"], base64.b64decode(init_info["nccl_unique_id_b64"]),

@@ -25,7 +25,7 @@ _DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 
 _MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
 
 
-def write_weights(model: Any, weights_dir: str | os.PathLike) -> Path:
+def write_weights(model: Any, weights_dir: str | os.PathLike[str]) -> Path:
     """Write `model`'s weights (a transformers model: `save_pretrained`) into the fresh folder `weights_dir`.
 
     The folder appears complete or not at all: it is written under a temporary name beside it and renamed into
@@ -47,7 +47,7 @@ def write_weights(model: Any, weights_dir: str | os.PathLike) -> Path:
     return target
 
 
-def check_weights_dir(weights_dir: str | os.PathLike) -> list[Path]:
+def check_weights_dir(weights_dir: str | os.PathLike[str]) -> list[Path]:
     """The safetensors files of a complete weights folder; ValueError naming what is wrong otherwise.
 
     Reads only the headers: each file must parse, hold at least one tensor, and be exactly as long as its header
@@ -79,7 +79,7 @@ def check_weights_dir(weights_dir: str | os.PathLike) -> list[Path]:
     return files
 
 
-def read_weights(weights_dir: str | os.PathLike) -> dict[str, torch.Tensor]:
+def read_weights(weights_dir: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """Every tensor of a weights folder (checked first), on the CPU."""
     tensors: dict[str, torch.Tensor] = {}
     for file in check_weights_dir(weights_dir):
