@@ -248,7 +248,8 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
                 summaries.append({AGENT_REF: {"name": agent}, "agent_metrics": agent_metrics,
                                   "key_metrics": key_metrics})
                 reports.append(AgentReport(agent, key_metrics, agent_metrics, library.pass_at_k,
-                                           library.reward_histogram, dict(failed_by_agent.get(agent, {}))))
+                                           library.reward_histogram, dict(failed_by_agent.get(agent, {})),
+                                           library.model_calls))
                 accumulator.close()
     finally:
         for accumulator in accumulators.values():
