@@ -11,6 +11,7 @@ from benchmarks.fleet.fleet import MAX_MODEL_LEN, SimFleet
 from benchmarks.fleet.profile import H100_LLAMA_8B
 from benchmarks.fleet.replica import LoopScheduler
 from benchmarks.fleet.workload import MULTI_TURN, Workload
+from nemo_gym.failures import FailureClass
 from nemo_gym.http_client import HttpClient, RequestFailed
 
 MODEL = "sim-model"
@@ -98,6 +99,6 @@ def test_a_replica_that_dies_under_a_request_is_a_connection_failure_until_it_co
     endless = Workload(name="endless", turns=1, prompt_tokens=400, tool_result_tokens=0, output_median=100_000,
                        output_sigma=0.0, max_tokens=100_000)
     in_flight, refused, served = _run(scenario, endless, scale=1.0)
-    assert in_flight.failure_class == "connect"
-    assert refused.failure_class == "connect"
+    assert in_flight.failure_class == FailureClass.CONNECT
+    assert refused.failure_class == FailureClass.CONNECT
     assert served["choices"][0]["message"]["role"] == "assistant"

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from nemo_gym.failures import RequestFailed
+from nemo_gym.failures import FailureClass, RequestFailed
 from nemo_gym.responses_api_models.vllm_model.routing import (
     OVERLOAD_FACTOR, OVERLOAD_SLACK, SESSION_BUCKETS, ReplicaRouter, probe, session_fingerprint, shared_router,
 )
@@ -146,11 +146,11 @@ def test_routed_counts_the_request_and_a_connection_failure_takes_its_replica_do
     assert router.snapshot().in_flight == [0, 0]
     with pytest.raises(RequestFailed):
         with router.routed("s") as index:
-            raise RequestFailed("timeout", "slow, not dead")
+            raise RequestFailed(FailureClass.TIMEOUT, "slow, not dead")
     assert router.snapshot().down == [False, False]
     with pytest.raises(RequestFailed):
         with router.routed("s") as index:
-            raise RequestFailed("connect", "connection refused")
+            raise RequestFailed(FailureClass.CONNECT, "connection refused")
     assert router.snapshot().down[index] and router.snapshot().in_flight == [0, 0]
 
 
@@ -159,7 +159,7 @@ def test_a_probe_that_answers_brings_the_replica_back() -> None:
     router.failed_to_connect(1)
 
     async def refused() -> None:
-        raise RequestFailed("connect", "connection refused")
+        raise RequestFailed(FailureClass.CONNECT, "connection refused")
 
     async def answers() -> dict[str, list[object]]:
         return {"data": []}

@@ -1,0 +1,120 @@
+"""ThroughputKnee on the collector's AdaptiveLimit, against fleets whose throughput curve is known: the level climbs
+to the knee and holds there, comes back from a cliff, climbs again when the fleet grows, and a 429 cuts it as Aimd
+does. Simulated time (benchmarks/fleet/events.py): the same run every time, whatever the machine's load."""
+
+import random
+from typing import Callable
+
+import pytest
+
+from benchmarks.fleet.events import EventQueue
+from nemo_gym.rollout_collection.concurrency import DECREASE, AdaptiveLimit, Outcome
+from nemo_gym.rollout_collection.knee import MIN_WINDOW, STEP, ThroughputKnee
+
+Curve = Callable[[int], float]  # rollouts in flight -> rollouts/s the fleet finishes
+
+
+def saturating(knee: int, rate: float) -> Curve:
+    """A fleet that finishes `rate` rollouts/s once `knee` are in flight, proportionally fewer below."""
+    return lambda in_flight: rate * min(in_flight, knee) / knee
+
+
+def cliff(knee: int, rate: float, beyond: float) -> Curve:
+    """Saturating, then down to `beyond` of the rate past 1.4x the knee (prefix caches thrashing)."""
+    return lambda in_flight: rate * (min(in_flight, knee) / knee if in_flight <= 1.4 * knee else beyond)
+
+
+class Driver:
+    """A closed loop: the gate admits rollouts; each takes in_flight / curve(in_flight) seconds on average (Little's
+    law), spread as rollout lengths are (lognormal, a fixed seed)."""
+
+    def __init__(self, curve: Curve, ceiling: int = 1 << 16) -> None:
+        self.queue = EventQueue()
+        self.curve = curve
+        self.policy = ThroughputKnee(ceiling, clock=self.queue.now)
+        self.limit = AdaptiveLimit(ceiling, self.policy)
+        self.finished = 0
+        self.finished_at: list[float] = []
+        self.rate_limited_every = 0  # every n-th rollout meets a 429 when set
+        self.levels: list[tuple[float, int]] = []
+        self.random = random.Random(7)
+
+    def run(self, until: float) -> None:
+        self._fill()
+        self.queue.run_until(until)
+
+    def throughput(self, since: float) -> float:
+        """Rollouts/s finished from `since` to now."""
+        return sum(t >= since for t in self.finished_at) / (self.queue.now() - since)
+
+    def median_level(self, since: float) -> int:
+        levels = sorted(level for t, level in self.levels if t >= since)
+        return levels[len(levels) // 2]
+
+    def _fill(self) -> None:
+        while self.limit.in_flight < self.limit.level:
+            acquire = self.limit.acquire()
+            try:
+                acquire.send(None)
+            except StopIteration as admitted:
+                self._start(int(admitted.value))
+
+    def _start(self, admitted: int) -> None:
+        in_flight = self.limit.in_flight
+        latency = in_flight / self.curve(in_flight) * self.random.lognormvariate(-0.125, 0.5)  # mean 1
+        started = self.queue.now()
+        self.queue.call_later(latency, lambda: self._finish(admitted, started))
+
+    def _finish(self, admitted: int, started: float) -> None:
+        self.finished += 1
+        self.finished_at.append(self.queue.now())
+        limited = 1 if self.rate_limited_every and self.finished % self.rate_limited_every == 0 else 0
+        self.limit.release(Outcome(admitted, self.queue.now() - started, limited, failed=False))
+        self.levels.append((self.queue.now(), self.limit.level))
+        self._fill()
+
+
+def test_it_climbs_to_the_knee_and_holds_there() -> None:
+    driver = Driver(saturating(knee=1024, rate=100.0))
+    driver.run(2000.0)
+    assert driver.throughput(since=1000.0) >= 0.97 * 100.0
+    assert 1024 <= driver.median_level(since=1000.0) <= 1024 * STEP  # at the knee, not past it
+    assert min(level for t, level in driver.levels if t >= 1000.0) >= 1024
+
+
+def test_it_comes_back_from_a_cliff() -> None:
+    driver = Driver(cliff(knee=1024, rate=100.0, beyond=0.5))
+    driver.run(2000.0)
+    assert driver.throughput(since=1000.0) >= 0.95 * 100.0  # the doubling past the cliff was given up early
+    assert 1024 <= driver.median_level(since=1000.0) <= 1.4 * 1024
+
+
+def test_held_it_climbs_again_when_the_fleet_grows() -> None:
+    capacity = {"knee": 256}
+    driver = Driver(lambda in_flight: 10.0 * min(in_flight, capacity["knee"]) / 256)
+    driver.run(1500.0)
+    assert 256 <= driver.median_level(since=1000.0) <= 256 * STEP ** 2
+    capacity["knee"] = 1024  # three more replicas joined
+    driver.queue.run_until(4000.0)
+    assert driver.median_level(since=3000.0) >= 1024
+    assert driver.throughput(since=3000.0) >= 0.95 * 40.0
+
+
+def test_a_429_cuts_the_level_as_aimd_does_and_holds_it() -> None:
+    driver = Driver(saturating(knee=4096, rate=200.0))
+    driver.run(600.0)  # climbing, no 429 yet
+    climbed = driver.limit.level
+    assert climbed >= 256 and driver.policy.mode == "climb"
+    driver.rate_limited_every = 1  # the endpoint now refuses: the next rollout meets a 429
+    finished = driver.finished
+    driver.queue.run_until(driver.queue.now() + 1.0)
+    assert driver.finished > finished
+    assert driver.limit.level == int(climbed * DECREASE)  # one cut for the round, however many 429s it met
+    assert driver.policy.mode == "hold"
+
+
+def test_a_round_is_at_least_min_window_rollouts() -> None:
+    driver = Driver(saturating(knee=4, rate=1.0))  # a tiny fleet: rounds of 4 would be all noise
+    driver.run(600.0)
+    assert driver.policy.points
+    assert len(driver.policy.points) <= driver.finished / MIN_WINDOW
