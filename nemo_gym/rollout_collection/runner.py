@@ -35,7 +35,7 @@ class RunStats:
     succeeded: int = 0
     failed: int = 0
     exhausted: int = 0  # failed keys skipped because earlier runs used up their attempts
-    failures_by_class: Counter = field(default_factory=Counter)
+    failures_by_class: Counter[str] = field(default_factory=Counter)
 
 
 class Runner:
@@ -62,6 +62,7 @@ class Runner:
         """The materialized rows still to run: not done, and with attempts left across runs."""
         for line in lines:
             key = row_key(line)
+            assert key is not None, "the materialized inputs are ours: every line starts with its keys"
             if key in self.done:
                 continue
             if self.prior_attempts.get(key, 0) >= self.max_total_attempts:
