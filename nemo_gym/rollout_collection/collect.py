@@ -22,6 +22,7 @@ from nemo_gym.rollout_collection.concurrency import AdaptiveLimit, Fixed, Outcom
 from nemo_gym.rollout_collection.config import DEFAULT_NUM_SAMPLES_IN_PARALLEL, RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
+from nemo_gym.rollout_collection.knee import AUTOMATIC_CEILING, ThroughputKnee
 from nemo_gym.rollout_collection.dry_run import plan_collection
 from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.manifest import fingerprint, manifest_of
@@ -194,7 +195,7 @@ async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: Tex
     prompt = load_prompt_config(config.prompt_config) if config.prompt_config else None
     http = HttpClient(
         read_timeout_s=config.rollout_timeout_s,
-        max_connections=config.num_samples_in_parallel + 16,
+        max_connections=_ceiling(config) + 16,
     )  # one attempt per request (the client's default): the runner counts attempts itself, across runs
     try:
         servers = ServerClient(config.head_server_url, http)
@@ -290,18 +291,31 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
     )
 
 
+def _ceiling(config: RolloutCollectionConfig) -> int:
+    """The most rollouts in flight: num_samples_in_parallel where it was given; else, with adaptive concurrency,
+    AUTOMATIC_CEILING (the level stops where the throughput stops growing, knee.py), and without it the default."""
+    if config.adaptive_concurrency and "num_samples_in_parallel" not in config.model_fields_set:
+        return AUTOMATIC_CEILING
+    return config.num_samples_in_parallel or DEFAULT_NUM_SAMPLES_IN_PARALLEL  # the config's validator made it set
+
+
 def _concurrency(config: RolloutCollectionConfig) -> AdaptiveLimit:
-    """The run's in-flight limit: adaptive up to num_samples_in_parallel (each cut said as it happens), or fixed."""
-    ceiling = config.num_samples_in_parallel or DEFAULT_NUM_SAMPLES_IN_PARALLEL  # the config's validator made it set
+    """The run's in-flight limit: automatic up to its ceiling (each change said as it happens), or fixed."""
+    ceiling = _ceiling(config)
     if not config.adaptive_concurrency:
         return AdaptiveLimit(ceiling, Fixed(), initial=ceiling)
-    limit = AdaptiveLimit(ceiling)
+    policy = ThroughputKnee(ceiling)
+    limit = AdaptiveLimit(ceiling, policy)
 
-    def say_cut(old: int, new: int, outcome: Outcome) -> None:
-        if new < old:
+    def say_change(old: int, new: int, outcome: Outcome) -> None:
+        if outcome.rate_limited and new < old:
             _say(f"concurrency {old} -> {new} (ceiling {ceiling}): a rollout met {outcome.rate_limited} 429s")
+        elif policy.points:
+            measured = policy.points[-1]
+            _say(f"concurrency {old} -> {new} (ceiling {ceiling}): {measured.throughput:.1f} rollouts/s at "
+                 f"{measured.level} in flight")
 
-    limit.listeners.append(say_cut)
+    limit.listeners.append(say_change)
     return limit
 
 

@@ -76,10 +76,11 @@ class SharedRolloutCollectionConfig(_FromGlobal):
     """The rollouts file (JSONL); its sidecars (_failures.jsonl, _manifest.json, ...) go next to it."""
     num_samples_in_parallel: int | None = Field(DEFAULT_NUM_SAMPLES_IN_PARALLEL, ge=1)
     """The most rollouts in flight at once; null takes the default (NeMo Gym reads null as 'no limit'). With
-    adaptive_concurrency the run finds its level below this ceiling."""
+    adaptive_concurrency the run finds its level below this ceiling; left unset there, the ceiling is 16384."""
     adaptive_concurrency: bool = True
-    """Find the highest in-flight level the model endpoints sustain without 429s (from 16, doubling, cut by 30% when
-    a rollout meets a 429), up to num_samples_in_parallel; false keeps exactly num_samples_in_parallel in flight."""
+    """Find the level while the run goes: from 16, raised while the throughput rises with it, held at the knee, cut
+    by 30% when a rollout meets a 429 (rollout_collection/knee.py); false keeps exactly num_samples_in_parallel in
+    flight."""
     materialized_jsonl_fpath: FilePath | None = None
     """Where the expanded inputs (one line per rollout) are written; default <output stem>_materialized_inputs.jsonl."""
     responses_create_params: dict[str, Any] = Field(default_factory=dict)

@@ -75,13 +75,24 @@ class Runner:
         limit = self.limit or AdaptiveLimit(concurrency, Fixed(), initial=concurrency)
         self.engine.bind()
         self.engine.enter()
+        workers = 0
+
+        def spawn(old: int, level: int, outcome: Outcome | None = None) -> None:
+            """A worker per place the level opens: a ceiling far above the level costs no idle tasks."""
+            nonlocal workers
+            while workers < level:
+                group.create_task(self._worker(rows, limit))
+                workers += 1
+
         try:
             async with asyncio.TaskGroup() as group:
-                for _ in range(limit.ceiling):
-                    group.create_task(self._worker(rows, limit))
+                spawn(0, limit.level)
+                limit.listeners.append(spawn)
         except ExceptionGroup as group_error:
             raise group_error.exceptions[0] from None  # a local fault (e.g. disk full): report it plainly
         finally:
+            if spawn in limit.listeners:
+                limit.listeners.remove(spawn)
             await self.engine.leave()
         return self.stats
 
