@@ -42,7 +42,8 @@ def _canonical(message: dict[str, Any]) -> bytes:
 
 
 def message_tokens(message: dict[str, Any]) -> int:
-    calls = "".join(str((call.get("function") or {}).get("arguments") or "") for call in message.get("tool_calls") or [])
+    calls = "".join(str((call.get("function") or {}).get("arguments") or "")
+                    for call in message.get("tool_calls") or [])
     return (len(_text(message.get("content"))) + len(calls)) // CHARS_PER_TOKEN + TEMPLATE_TOKENS
 
 

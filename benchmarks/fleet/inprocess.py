@@ -13,6 +13,7 @@ the fleet benchmark too, for the CPU our stack needs per rollout; this harness i
 """
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from benchmarks.fleet.engine import SimRequest
@@ -91,7 +92,7 @@ class FleetResult:
         return out
 
 
-def _admit_now(limit: AdaptiveLimit) -> int | None:
+def admit_now(limit: AdaptiveLimit) -> int | None:
     """A place in `limit` if one is free now (the admission count), else None: its `acquire` with a place free
     returns at once, so it runs here to the end without a loop."""
     if limit.in_flight >= limit.level:
@@ -154,7 +155,7 @@ class _Fleet:
         return self._result()
 
     def _fill(self) -> None:
-        while (admitted := _admit_now(self.limit)) is not None:
+        while (admitted := admit_now(self.limit)) is not None:
             rollout = _Rollout(self.started, admitted, self.queue.now())
             self.started += 1
             self._turn(rollout)
@@ -168,7 +169,7 @@ class _Fleet:
                              prefixes=tuple(rollout.prefixes), done_key=base + 2 * turn + 1)
         rollout.replica = self.router.pick(f"{number}/{rollout.attempt}")
         for due in self.router.due_probes():
-            self.queue.call_later(PROBE_S, lambda index=due: self._probed(index))
+            self.queue.call_later(PROBE_S, partial(self._probed, due))
         self.replicas[rollout.replica].submit(request, lambda done: self._answered(rollout, done),
                                               lambda error: self._replica_failed(rollout, error))
 

@@ -21,9 +21,9 @@ while the run goes, with no setting by hand. It is a `ConcurrencyPolicy` of the 
   is given up at once: overshooting costs throughput while it lasts.
 - Held, every `REPROBE_ROUNDS` rounds it tries one `STEP` higher (a replica came back, the rollouts changed) and
   climbs on if that pays `PROBE_GAIN` times as much over two rounds, judged against the mean of the level's recent
-  rounds (beyond the knee the throughput is flat, and a lucky round must not walk the level up). A held round that is far below
-  that (the fleet shrank) does not move the level: the rollouts in flight queue on the replicas left, which stay
-  full.
+  rounds (beyond the knee the throughput is flat, and a lucky round must not walk the level up). A held round far
+  below that mean (the fleet shrank) does not move the level: the rollouts in flight queue on the replicas left,
+  which stay full.
 - A rollout that met a 429 hands the decision to `Aimd` (cut by its factor, once per round), and the level holds
   there: the endpoint said where its limit is (held, it probes as above, and the next 429 cuts again).
 """

@@ -8,6 +8,7 @@ from typing import Callable
 import pytest
 
 from benchmarks.fleet.events import EventQueue
+from benchmarks.fleet.inprocess import admit_now
 from nemo_gym.rollout_collection.concurrency import DECREASE, AdaptiveLimit, Outcome
 from nemo_gym.rollout_collection.knee import MIN_WINDOW, STEP, ThroughputKnee
 
@@ -52,12 +53,8 @@ class Driver:
         return levels[len(levels) // 2]
 
     def _fill(self) -> None:
-        while self.limit.in_flight < self.limit.level:
-            acquire = self.limit.acquire()
-            try:
-                acquire.send(None)
-            except StopIteration as admitted:
-                self._start(int(admitted.value))
+        while (admitted := admit_now(self.limit)) is not None:
+            self._start(admitted)
 
     def _start(self, admitted: int) -> None:
         in_flight = self.limit.in_flight
@@ -103,8 +100,8 @@ def test_held_it_climbs_again_when_the_fleet_grows() -> None:
 def test_a_429_cuts_the_level_as_aimd_does_and_holds_it() -> None:
     driver = Driver(saturating(knee=4096, rate=200.0))
     driver.run(600.0)  # climbing, no 429 yet
-    climbed = driver.limit.level
-    assert climbed >= 256 and driver.policy.mode == "climb"
+    climbed, mode = driver.limit.level, driver.policy.mode
+    assert climbed >= 256 and mode == "climb"
     driver.rate_limited_every = 1  # the endpoint now refuses: the next rollout meets a 429
     finished = driver.finished
     driver.queue.run_until(driver.queue.now() + 1.0)

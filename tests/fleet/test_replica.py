@@ -69,11 +69,14 @@ def test_a_cancelled_caller_frees_its_slot() -> None:
 def test_on_the_event_queue_a_closed_loop_gives_the_closed_form_throughput() -> None:
     queue = EventQueue()
     replica = SimReplica(H100_LLAMA_8B, queue)
-    finished = []
+    finished: list[Completion] = []
+
+    def answered(done: Completion) -> None:
+        finished.append(done)
+        send()
 
     def send() -> None:
-        replica.submit(SimRequest(prompt_tokens=512, output_tokens=256), lambda done: (finished.append(done), send()),
-                       lambda error: None)
+        replica.submit(SimRequest(prompt_tokens=512, output_tokens=256), answered, lambda error: None)
 
     for _ in range(128):
         send()

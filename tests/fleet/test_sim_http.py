@@ -11,8 +11,8 @@ from benchmarks.fleet.fleet import MAX_MODEL_LEN, SimFleet
 from benchmarks.fleet.profile import H100_LLAMA_8B
 from benchmarks.fleet.replica import LoopScheduler
 from benchmarks.fleet.workload import MULTI_TURN, Workload
-from nemo_gym.failures import FailureClass
-from nemo_gym.http_client import HttpClient, RequestFailed
+from nemo_gym.failures import FailureClass, RequestFailed
+from nemo_gym.http_client import HttpClient
 
 MODEL = "sim-model"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]

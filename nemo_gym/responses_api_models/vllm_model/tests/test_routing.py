@@ -102,7 +102,7 @@ def test_hash_routing_ignores_load_but_not_a_dead_replica() -> None:
 
 def test_sessions_beyond_a_bucket_forget_the_oldest() -> None:
     router = ReplicaRouter(4)
-    same_bucket = []
+    same_bucket: list[str] = []
     i = 0
     while len(same_bucket) < 5:  # sessions whose fingerprints share a bucket of the table
         name = f"b{i}"
