@@ -1,5 +1,6 @@
-"""kill -9 of the environment (resources) server mid-run: its rollouts fail cleanly, and succeed on resume once the
-stack is back. This test owns its stack (ng_run stops every server when one dies) and restarts it."""
+"""kill -9 of the environment (resources) server mid-run: its rollouts fail cleanly, the run pauses once and then
+stops (every attempt fails: the run-wide retry budget), and everything succeeds on resume once the stack is back.
+This test owns its stack (ng_run stops every server when one dies) and restarts it."""
 
 import os
 import signal
@@ -42,7 +43,7 @@ def test_env_server_killed_mid_run_fails_cleanly_then_resume_completes(tmp_path:
     def args(stack: Stack, *extra: str) -> list[str]:
         return [f"+head_server.port={stack.head_url.rsplit(':', 1)[1]}", f"+agent_name={AGENT}",
                 f"+input_jsonl_fpath={tmp_path / 'in.jsonl'}", f"+output_jsonl_fpath={out}",
-                "+max_attempts=2", "+retry_backoff_s=0.05", *extra]
+                "+max_attempts=2", "+retry_backoff_s=0.05", "+failure_pause_s=1", *extra]
 
     with running_stack(_stack_argv(tmp_path), cwd=tmp_path) as stack:
         proc = subprocess.Popen(cli("collect", args(stack, "+num_samples_in_parallel=4")), cwd=tmp_path,
@@ -62,9 +63,9 @@ def test_env_server_killed_mid_run_fails_cleanly_then_resume_completes(tmp_path:
     assert failed and {f["failure_class"] for f in failures} <= {"connect", "http_5xx"}
     assert all(f["last_error"] and "reward" not in f for f in failures)
     assert len(set(succeeded)) == len(succeeded) and set(succeeded).isdisjoint(failed)
-    assert set(succeeded) | set(failed) == {(t, 0) for t in range(ROWS)}
+    assert set(succeeded) | set(failed) < {(t, 0) for t in range(ROWS)}  # the rest were never started
     assert all(row["reward"] == 1.0 for row in read_rows(out))
-    assert f"FAILED: {len(failed)} rollouts" in output
+    assert output.count("pausing 1 s: ") == 1 and "error: stopped: " in output
 
     with running_stack(_stack_argv(tmp_path), cwd=tmp_path) as stack:
         resumed = run_cli("collect", args(stack, "+num_samples_in_parallel=32", "+resume_from_cache=true"),
