@@ -144,6 +144,7 @@ def measure(url: str, args: argparse.Namespace, rows: int, output: Path, command
 
 def ours_collect(stack_head: str, url: str, args: argparse.Namespace, rows_path: Path, rows: int, output: Path,
                  agent: str) -> dict[str, Any]:
+    output.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-c", "from nemo_gym.cli.collect import main; main()", f"+head_server_url={stack_head}",
                f"+agent_name={agent}", f"+input_jsonl_fpath={rows_path}", f"+output_jsonl_fpath={output}",
                f"+num_samples_in_parallel={args.concurrency}"]
