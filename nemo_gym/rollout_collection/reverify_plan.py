@@ -5,7 +5,8 @@ rollout in the output (verified), a failure record that kept the rollout (its ve
 `rollout` field, or, in a NeMo Gym sidecar, the record itself with its `response`), a failure record without one (the
 rollout failed before it was verified), or nothing (the run never got to it). Each becomes a `Step`:
 
-    verify   the /verify body the agent sent: the materialized row plus the rollout's `response`
+    verify   the /verify body the agent sent: the materialized row plus the rollout's `response` (and the rollout's
+             model calls, `_ng_model_calls`, which the agent adds after /verify and re-verification keeps)
     copy     a verified rollout kept as it is (+failed_only=true)
     carry    a failure that no verification can redo: its record goes to the new failures file as it is
     missing  nothing to re-verify
@@ -27,7 +28,7 @@ from nemo_gym.run_files.failures import latest_failures
 from nemo_gym.run_files.key_order import ReadStats, iter_unique_entries
 from nemo_gym.run_files.paths import RunPaths
 from nemo_gym.run_files.rows import line_number_at
-from nemo_gym.run_format import AGENT_REF, FAILED_ROLLOUT
+from nemo_gym.run_format import AGENT_REF, FAILED_ROLLOUT, MODEL_CALLS
 
 Action = Literal["verify", "copy", "carry", "missing"]
 Key = tuple[int, int]
@@ -55,8 +56,10 @@ class Step(NamedTuple):
         response = rollout.get("response")
         if not isinstance(response, dict):
             raise InputDataError(f"{self.where()}: the rollout has no 'response' object to verify")
-        return orjson.dumps({**orjson.loads(self.inputs_line), "response": response},
-                            option=orjson.OPT_APPEND_NEWLINE)
+        body = {**orjson.loads(self.inputs_line), "response": response}
+        if MODEL_CALLS in rollout:  # the calls that made the response (verify echoes them into the new row)
+            body[MODEL_CALLS] = rollout[MODEL_CALLS]
+        return orjson.dumps(body, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def _kept_rollout(record_line: bytes) -> bool:

@@ -10,6 +10,7 @@ from nemo_gym.errors import InputDataError
 from nemo_gym.rollout_collection.reverify_plan import plan_steps, survey
 
 RESPONSE = {"output": [{"type": "message", "content": [{"type": "output_text", "text": "ok"}]}]}
+CALLS = [{"endpoint": "http://127.0.0.1:8000/v1", "latency_s": 0.5}]
 
 
 def _write(path: Path, rows: list[dict]) -> Path:
@@ -29,7 +30,8 @@ def _run(tmp_path: Path) -> tuple[Path, Path]:
     rollouts = _write(tmp_path / "r.jsonl", [{**_key(0), "question": "q0", "response": RESPONSE, "reward": 1.0}])
     _write(tmp_path / "r_failures.jsonl", [
         {**_key(1), "failure_class": "connect", "attempts": 1},  # an earlier attempt; the latest record counts
-        {**_key(1), "failure_class": "judge_error", "attempts": 2, "rollout": {"question": "q1", "response": RESPONSE}},
+        {**_key(1), "failure_class": "judge_error", "attempts": 2,
+         "rollout": {"question": "q1", "response": RESPONSE, "_ng_model_calls": CALLS}},
         {**_key(2), "failure_class": "timeout", "attempts": 3},
         {**_key(3), "_ng_failure_class": "judge_failed", "question": "q3", "response": RESPONSE},
     ])
@@ -47,8 +49,9 @@ def test_each_key_of_the_inputs_gets_its_step_in_key_order(tmp_path: Path, faile
     for step in steps:
         if step.action == "verify":  # what the agent sent: the materialized row and the rollout's response
             body = orjson.loads(step.verify_body())
+            kept = {"_ng_model_calls": CALLS} if step.key == (1, 0) else {}  # the rollout's calls go along
             assert body == {**_key(step.key[0]), "agent_ref": {"name": "judge_agent"},
-                            "question": f"q{step.key[0]}", "response": RESPONSE}
+                            "question": f"q{step.key[0]}", "response": RESPONSE, **kept}
     assert orjson.loads(steps[2].source_line)["failure_class"] == "timeout"  # carried as the run recorded it
 
 

@@ -48,7 +48,12 @@ def _rewards(output: Path) -> dict[tuple[int, int], float]:
 
 
 def _metrics(output: Path) -> list[dict]:
-    return orjson.loads(sidecar(output, "_aggregate_metrics.json").read_bytes())
+    """The aggregate metrics but the timings of the model calls (`..._s`), which no two runs share."""
+    entries = orjson.loads(sidecar(output, "_aggregate_metrics.json").read_bytes())
+    for entry in entries:
+        for part in ("agent_metrics", "key_metrics"):
+            entry[part] = {key: value for key, value in entry[part].items() if not key.endswith("_s")}
+    return entries
 
 
 def test_judge_failures_are_recorded_and_reverifying_them_gives_the_run_that_never_failed(
@@ -79,6 +84,9 @@ def test_judge_failures_are_recorded_and_reverifying_them_gives_the_run_that_nev
     assert again.returncode == 0, again.stdout + again.stderr
     assert policy_calls(running) == calls  # verified again without the model
     assert not sidecar(reverified, "_failures.jsonl").exists()
+    model_calls = {(r["_ng_task_index"], r["_ng_rollout_index"]): r["rollout"]["_ng_model_calls"] for r in records}
+    assert all(row["_ng_model_calls"] == model_calls[row["_ng_task_index"], row["_ng_rollout_index"]]  # its own
+               for row in read_rows(reverified) if (row["_ng_task_index"], row["_ng_rollout_index"]) in model_calls)
     copied = {line for line in reverified.read_bytes().splitlines()} & set(faulty_run.read_bytes().splitlines())
     assert len(copied) == len(scored)  # the rollouts verified the first time are copied as they were
 
