@@ -1,0 +1,89 @@
+"""Two real vLLM replicas (CPU build, the bundled model) behind one vllm_model: the number-guessing game's multi-turn
+sessions each stay on one replica, and a replica SIGKILLed in the middle of the run costs no rollout (its sessions'
+attempts fail once, the collector runs them again on the other replica, each once).
+
+The session's vLLM is replica A; this module starts replica B (one more cold start) and kills it, so no other test
+loses its server. The kill waits on state: rows already written, and requests running in B (vLLM's own gauge)."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.helpers.model import VLLMServer, vllm_process
+from tests.helpers.stack import REPO_ROOT, environment_config, running_stack
+
+GAMES = REPO_ROOT / "nemo_gym" / "resources_servers" / "number_guess" / "data" / "example.jsonl"
+REPEATS = 3
+ROLLOUTS = 20 * REPEATS
+WAIT_S = 600.0
+_RUNNING = re.compile(r"^vllm:num_requests_running\{[^}]*\} ([0-9.]+)$", re.M)
+
+
+def _running(server: VLLMServer) -> float:
+    metrics = httpx.get(server.base_url.removesuffix("/v1") + "/metrics", timeout=10, trust_env=False).text
+    return sum(float(value) for value in _RUNNING.findall(metrics))
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
+
+
+@pytest.mark.vllm
+def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_no_rollout(
+        vllm_server: VLLMServer, tmp_path: Path) -> None:
+    output = tmp_path / "games.jsonl"
+    with vllm_process(None, tmp_path / "replica_b.log") as replica_b:
+        configs = f"{environment_config('number_guess')},{REPO_ROOT}/configs/vllm_model.yaml"
+        urls = f"[{vllm_server.base_url},{replica_b.base_url}]"
+        model = [f"+policy_base_url={urls}", "+policy_api_key=EMPTY", f"+policy_model_name={vllm_server.model}"]
+        with running_stack([f"+config_paths=[{configs}]", *model], cwd=tmp_path) as stack:
+            collector = subprocess.Popen(
+                [sys.executable, "-c", "from nemo_gym.cli.collect import main; main()",
+                 "+agent_name=number_guess_agent", f"+input_jsonl_fpath={GAMES}", f"+output_jsonl_fpath={output}",
+                 f"+num_repeats={REPEATS}", "+num_samples_in_parallel=16", "+adaptive_concurrency=false",
+                 "+responses_create_params.temperature=0.0", "+responses_create_params.max_output_tokens=16",
+                 f"+head_server_url={stack.head_url}"],
+                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            out = bytearray()
+            reader = threading.Thread(target=lambda: out.extend(collector.stdout.read() if collector.stdout else b""))
+            reader.start()
+            try:
+                deadline = time.monotonic() + WAIT_S
+                while not (len(_rows(output)) >= 8 and _running(replica_b) > 0):
+                    assert collector.poll() is None, f"the run ended before the kill:\n{out.decode()[-3000:]}"
+                    assert time.monotonic() < deadline, "replica B never had requests running a few rows in"
+                    time.sleep(0.05)
+                killed_at = len(_rows(output))
+                assert replica_b.pid is not None
+                os.killpg(replica_b.pid, signal.SIGKILL)  # a crash: no goodbye to its connections
+                collector.wait(timeout=WAIT_S)
+            finally:
+                if collector.poll() is None:
+                    collector.kill()
+                reader.join(30)
+    assert collector.returncode == 0, out.decode()[-3000:]
+    rows = _rows(output)
+    keys = [(row["_ng_task_index"], row["_ng_rollout_index"]) for row in rows]
+    assert len(keys) == len(set(keys)) == ROLLOUTS  # every rollout, each once
+    failures = tmp_path / "games_failures.jsonl"
+    assert not failures.exists() or failures.read_bytes() == b""
+    progress = orjson.loads((tmp_path / "games_progress.json").read_bytes())
+    assert progress["retries"]["rollouts"] >= 1  # the requests B was running failed once and ran again
+
+    endpoints = [{call["endpoint"] for call in row["_ng_model_calls"]} for row in rows]
+    assert all(len(used) == 1 for used in endpoints)  # every session on one replica, all its turns
+    assert sum(len(row["_ng_model_calls"]) >= 2 for row in rows) >= ROLLOUTS // 2  # multi-turn sessions
+    before_kill = {next(iter(used)) for used in endpoints[:killed_at]}
+    assert len(before_kill) == 2  # both replicas had sessions before the kill
+    after_kill = {next(iter(used)) for used in endpoints[killed_at + 16:]}
+    assert after_kill == {vllm_server.base_url}  # then only the replica left
