@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-import httpx
 import orjson
 
 from benchmarks.fleet.chat import CHARS_PER_TOKEN
 from benchmarks.fleet.workload import Workload
 from benchmarks.perf.harness import weather_row
+from nemo_gym.http_client import HttpClient, get_json_blocking
+from nemo_gym.sync_bridge import run_sync
 
 READY_TIMEOUT_S = 60.0
 
@@ -40,13 +41,18 @@ class FleetProcess:
 
     def stats(self) -> list[dict[str, Any]]:
         """Every replica's counters (fleet.snapshot_dict), in replica order."""
-        reply = httpx.get(f"{self.control_url}/fleet/stats", timeout=30, trust_env=False)
-        reply.raise_for_status()
-        return list(reply.json()["replicas"])
+        return list(get_json_blocking(f"{self.control_url}/fleet/stats", timeout_s=30)["replicas"])
 
     def _control(self, path: str, replica: int) -> None:
-        httpx.post(f"{self.control_url}{path}", json={"replica": replica}, timeout=30,
-                   trust_env=False).raise_for_status()
+        run_sync(_post(f"{self.control_url}{path}", {"replica": replica}))
+
+
+async def _post(url: str, body: dict[str, Any]) -> None:
+    http = HttpClient()
+    try:
+        await http.post_json(url, body, timeout_s=30)
+    finally:
+        await http.aclose()
 
 
 @contextmanager
@@ -91,6 +97,7 @@ def fleet_row(i: int, workload: Workload) -> dict[str, Any]:
 
 
 def write_fleet_rows(path: Path, n: int, workload: Workload) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as out:
         for i in range(n):
             out.write(orjson.dumps(fleet_row(i, workload), option=orjson.OPT_APPEND_NEWLINE))
