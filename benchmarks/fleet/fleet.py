@@ -3,7 +3,8 @@ fleet benchmark.
 
 Each replica answers what vllm_model and the collector's preflight use of vLLM's OpenAI server: `GET /v1/models`
 (with `max_model_len`), `POST /v1/chat/completions` (usage with cached prompt tokens; `token_ids`, `prompt_token_ids`
-and logprobs when asked) and `GET /health`. A control endpoint lets a test or benchmark read every replica's
+and logprobs when asked), the token-exact continuation's `POST /tokenize` of chat messages and `POST /v1/completions`
+of a token-id prompt (tokens.py is their tokenizer and chat template), and `GET /health`. A control endpoint lets a test or benchmark read every replica's
 counters (`GET /fleet/stats`), kill one (`POST /fleet/kill {"replica": i}`) and start it again
 (`POST /fleet/revive`).
 """
@@ -13,10 +14,11 @@ from typing import Any
 
 import orjson
 
-from benchmarks.fleet.chat import completion_body, sim_request
+from benchmarks.fleet import chat, completions
 from benchmarks.fleet.http_server import HttpEndpoint
 from benchmarks.fleet.profile import ReplicaProfile
 from benchmarks.fleet.replica import ReplicaDown, ReplicaSnapshot, Scheduler, SimReplica
+from benchmarks.fleet.tokens import render
 from benchmarks.fleet.workload import Workload
 
 MAX_MODEL_LEN = 32768
@@ -35,6 +37,7 @@ class ServedReplica:
         self.model = model
         self.endpoint = HttpEndpoint(self.handle)
         self._numbers = itertools.count()
+        self._block = profile.block_tokens
 
     @property
     def base_url(self) -> str:
@@ -48,22 +51,49 @@ class ServedReplica:
             return 200, b"{}"
         if method == "POST" and path == "/v1/chat/completions":
             return await self._chat(body)
+        if method == "POST" and path == "/v1/completions":
+            return await self._complete(body)
+        if method == "POST" and path == "/tokenize":
+            return self._tokenize(body)
         return _error(404, f"no route {method} {path}")
 
     async def _chat(self, raw: bytes) -> tuple[int, bytes]:
         number = next(self._numbers)
         try:
             body = orjson.loads(raw)
-            request, message = sim_request(body, self.workload, f"call_{number}")
+            generation, message = chat.sim_request(body, self.workload, f"call_{number}", self._block)
         except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
             return _error(400, f"bad chat completion request: {exc}")
         if body.get("model") != self.model:
             return _error(404, f"The model `{body.get('model')}` does not exist.")
         try:
-            done = await self.replica.generate(request)
+            done = await self.replica.generate(generation.request)
         except ReplicaDown as exc:
             return _error(503, str(exc))
-        return 200, orjson.dumps(completion_body(body, message, request, done, self.model, number))
+        return 200, orjson.dumps(chat.completion_body(body, message, generation, done, self.model, number))
+
+    async def _complete(self, raw: bytes) -> tuple[int, bytes]:
+        number = next(self._numbers)
+        try:
+            body = orjson.loads(raw)
+            generation = completions.completion_request(body, self.workload, self._block)
+        except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
+            return _error(400, f"bad completion request: {exc}")
+        if body.get("model") != self.model:
+            return _error(404, f"The model `{body.get('model')}` does not exist.")
+        try:
+            done = await self.replica.generate(generation.request)
+        except ReplicaDown as exc:
+            return _error(503, str(exc))
+        return 200, orjson.dumps(completions.completion_body(generation, done, self.model, number))
+
+    def _tokenize(self, raw: bytes) -> tuple[int, bytes]:
+        try:
+            body = orjson.loads(raw)
+            ids = render(list(body["messages"]), bool(body.get("add_generation_prompt")))
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            return _error(400, f"bad tokenize request: {exc}")
+        return 200, orjson.dumps({"tokens": ids, "count": len(ids), "max_model_len": MAX_MODEL_LEN})
 
 
 class SimFleet:

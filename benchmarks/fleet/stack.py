@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import orjson
 
-from benchmarks.fleet.chat import CHARS_PER_TOKEN
+from benchmarks.fleet.tokens import CHARS_PER_TOKEN
 from benchmarks.fleet.workload import Workload
 from benchmarks.perf.harness import weather_row
 from nemo_gym.http_client import HttpClient, get_json_blocking
