@@ -1,8 +1,8 @@
 """vLLM's automatic prefix cache, by prefix rather than by block: a request whose prompt starts with a prefix this
 replica computed before skips that prefix's prefill.
 
-A prefix is named by a key (a hash of the messages it holds, computed by whoever builds the request) and has a length
-in tokens. The cache keeps the conversations the replica finished (prompt and output: the start of the same
+A prefix is named by a key (over HTTP, a hash chained over its blocks of token ids, tokens.py; the in-process fleet
+names a rollout's turns itself) and has a length in tokens. The cache keeps the conversations the replica finished (prompt and output: the start of the same
 session's next turn). Their KV blocks are the free ones no running sequence holds, so the cache holds at most what
 the running sequences leave free and gives up its least recently used prefixes first; a hit hands the blocks to the
 request that found them (they are its KV now, counted once). Hits count in whole blocks, as vLLM's do. Prompts
