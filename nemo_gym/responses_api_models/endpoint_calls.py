@@ -20,7 +20,7 @@ import orjson
 from nemo_gym.failures import TOO_MANY_REQUESTS, FailureClass, RequestFailed
 from nemo_gym.http_client import HttpClient
 from nemo_gym.model_calls import ModelCall, public_endpoint, usage_counts
-from nemo_gym.responses_api_models.rate_limits import EndpointLimiter, estimated_tokens
+from nemo_gym.responses_api_models.rate_limits import EndpointLimiter
 from nemo_gym.server.base import HandlerError
 
 # Without a Retry-After: wait this long after the first 429, doubling (with jitter) after each further one.
@@ -62,6 +62,26 @@ def _max_tokens(body: dict[str, Any]) -> int | None:
 
 
 @dataclass
+@dataclass(frozen=True)
+class _Charge:
+    """What a request was charged against the token budget before it was sent."""
+
+    size: int  # the request's size in bytes
+    prompt: float  # its prompt's tokens, estimated
+    output: float  # the output tokens it reserved: its maximum (what OpenAI charges on arrival), or the typical one
+
+    @property
+    def tokens(self) -> int:
+        return int(self.prompt + self.output)
+
+    def shortfall(self, input_tokens: int | None, output_tokens: int | None) -> int:
+        """The tokens the endpoint reported beyond this charge (a prompt estimated short, a longer output); a charge
+        that was too high is not given back, as an endpoint that charges the maximum when the request arrives keeps
+        it too."""
+        return int(max(0.0, (input_tokens or 0) - self.prompt) + max(0.0, (output_tokens or 0) - self.output))
+
+
+@dataclass
 class _TokenEstimate:
     """A request's tokens before it is sent: its prompt from the request's size (bytes per token calibrated by the
     prompt tokens the endpoint reports), and the mean output so far for a request that sets no maximum."""
@@ -70,15 +90,15 @@ class _TokenEstimate:
     output_total: int = 0
     outputs: int = 0
 
-    def estimate(self, body: dict[str, Any]) -> tuple[int, int]:
-        """(the request's size in bytes, its estimated tokens)."""
+    def charge(self, body: dict[str, Any]) -> _Charge:
         size = len(orjson.dumps(body))
+        maximum = _max_tokens(body)
         typical = self.output_total / self.outputs if self.outputs else 0.0
-        return size, estimated_tokens(size / self.bytes_per_token, _max_tokens(body), typical)
+        return _Charge(size, size / self.bytes_per_token, float(maximum) if maximum is not None else typical)
 
-    def learn(self, size: int, input_tokens: int | None, output_tokens: int | None) -> None:
+    def learn(self, charge: _Charge, input_tokens: int | None, output_tokens: int | None) -> None:
         if input_tokens:
-            self.bytes_per_token += _CALIBRATION_WEIGHT * (size / input_tokens - self.bytes_per_token)
+            self.bytes_per_token += _CALIBRATION_WEIGHT * (charge.size / input_tokens - self.bytes_per_token)
         if output_tokens is not None:
             self.output_total += output_tokens
             self.outputs += 1
@@ -96,7 +116,8 @@ class EndpointCalls:
                    headers: dict[str, str], timeout_s: float) -> tuple[Any, ModelCall]:
         """POST `body` to `url` (under `base_url`) through `http`; the reply and the record of the call."""
         started_at, started = time.time(), time.monotonic()
-        size, tokens = self._tokens.estimate(body) if self.limiter.counts_tokens else (0, 0)
+        charge = self._tokens.charge(body) if self.limiter.counts_tokens else None
+        tokens = charge.tokens if charge else 0
         waited, attempts, limited = 0.0, 0, 0
         while True:
             waited += await self.limiter.acquire(tokens)
@@ -121,10 +142,11 @@ class EndpointCalls:
                                        FailureClass.RATE_LIMITED) from None
         latency = time.monotonic() - sent
         counts = usage_counts(reply.get("usage") if isinstance(reply, dict) else None)
-        if size:
-            self._tokens.learn(size, counts["input_tokens"], counts["output_tokens"])
-        used = (counts["input_tokens"] or 0) + (counts["output_tokens"] or 0)
-        self.limiter.answered(used - tokens if tokens and used else 0)
+        shortfall = 0
+        if charge is not None:
+            self._tokens.learn(charge, counts["input_tokens"], counts["output_tokens"])
+            shortfall = charge.shortfall(counts["input_tokens"], counts["output_tokens"])
+        self.limiter.answered(shortfall)
         record = ModelCall(endpoint=public_endpoint(base_url), model=model, started_at=started_at,
                            latency_s=round(latency, 6), wait_s=round(waited, 6), attempts=attempts,
                            rate_limited=limited, failure_class=FailureClass.RATE_LIMITED if limited else None, **counts)

@@ -9,14 +9,14 @@ that enforces its per-minute limit over each second (as OpenAI says it may) lets
 
 A 429 (`limited`) pauses every sender for its Retry-After and cuts a learned request rate to `CUT` times the rate it
 was sending at (the learned rate, or at first the rate of answered requests over about `RATE_WINDOW_S` seconds), at
-most once per `CUT_GUARD_S` (`DEEP_CUT` when the last cut did not end the 429s); that rate is remembered as the
-endpoint's limit. A 429 before any answer has nothing to measure: its Retry-After (how soon one more request fits)
+most once per `CUT_GUARD_S` (`DEEP_CUT` when the last cut did not end the 429s), never below `CUT` times the answered
+rate; the answered rate is remembered as the endpoint's limit. A 429 before any answer has nothing to measure: its Retry-After (how soon one more request fits)
 gives the first rate, one request per Retry-After. While no 429 comes, the learned rate grows quickly
 (`FAST_GROWTH_PER_S`) up to `PLATEAU` of the remembered limit (without bound before one is known), then slowly
 (`SLOW_GROWTH_PER_S`) to find out whether the endpoint now allows more, never beyond `HEADROOM` times the answered
-rate. Reservations taken before a
-429 are void (an epoch counter): their holders reserve again, spaced at the new rate, instead of all sending when the
-pause ends. The configured limits are never exceeded.
+rate. Reservations of requests still waiting when a 429 comes are void (an epoch counter): their holders reserve
+again, spaced at the new rate, instead of all sending when the pause ends, while what was already sent stays counted
+(the budgets keep a second time that counts only sent requests). The configured limits are never exceeded.
 
 The state lives in an anonymous shared memory page with a process-shared lock. The launcher builds its server object
 before it forks the workers (nemo_gym.server.launch), so the first limiter made for a server is inherited by every
@@ -53,8 +53,10 @@ T = TypeVar("T")
 class _Fields:
     """The shared state, as one record of doubles (times are time.monotonic, the same clock in every process)."""
 
-    requests_at: float = 0.0  # GCRA arrival time of the request budget
+    requests_at: float = 0.0  # GCRA arrival time of the request budget, reservations of waiting requests included
     tokens_at: float = 0.0  # ... of the token budget
+    requests_sent_at: float = 0.0  # the same counting only the requests sent: what a 429 goes back to
+    tokens_sent_at: float = 0.0
     paused_until: float = 0.0  # nobody sends before this (Retry-After)
     epoch: float = 0.0  # bumped by every 429: reservations of an older epoch are void
     learned_interval: float = 0.0  # seconds between requests learned from 429s (0: none learned)
@@ -160,6 +162,22 @@ class EndpointLimiter:
 
         return self._state.update(change)
 
+    def _send(self, epoch: float, tokens: int) -> bool:
+        """Count a request as sent now, unless a 429 voided its reservation meanwhile (False: reserve again)."""
+        now = time.monotonic()
+
+        def change(f: _Fields) -> bool:
+            if f.epoch != epoch:
+                return False
+            interval = max(self._request_interval, f.learned_interval)
+            if interval:
+                f.requests_sent_at = max(f.requests_sent_at, now) + interval
+            if self._token_interval:
+                f.tokens_sent_at = max(f.tokens_sent_at, now) + tokens * self._token_interval
+            return True
+
+        return self._state.update(change)
+
     async def acquire(self, tokens: int = 0) -> float:
         """Wait until one request of about `tokens` tokens may be sent; the seconds waited."""
         started = time.monotonic()
@@ -171,12 +189,14 @@ class EndpointLimiter:
                 continue
             delay = max(send_at, state.paused_until) - time.monotonic()
             if delay <= 0:
-                return time.monotonic() - started
+                if self._send(epoch, tokens):
+                    return time.monotonic() - started
+                continue  # a 429 came in between: reserve again
             await asyncio.sleep(min(delay, BURST_S))  # wakes at least every second to see a 429's new epoch
 
     def answered(self, extra_tokens: int) -> None:
-        """An answer came (counted for the answered rate); `extra_tokens`: how many more tokens it used than its
-        request was charged for, taken from the token budget too."""
+        """An answer came (counted for the answered rate); `extra_tokens`: how many more tokens the endpoint reported
+        than the request was charged for, taken from the token budget too."""
         now = time.monotonic()
 
         def change(f: _Fields) -> float:
@@ -187,6 +207,7 @@ class EndpointLimiter:
             f.answered_at = now
             if self._token_interval and extra_tokens > 0:
                 f.tokens_at = max(f.tokens_at, now) + extra_tokens * self._token_interval
+                f.tokens_sent_at = max(f.tokens_sent_at, now) + extra_tokens * self._token_interval
             return 0.0
 
         self._state.update(change)
@@ -199,13 +220,19 @@ class EndpointLimiter:
         def change(f: _Fields) -> float:
             f.paused_until = max(f.paused_until, now + retry_after_s)
             f.epoch += 1
-            f.requests_at = f.tokens_at = f.paused_until  # every holder reserves again, from the pause's end
+            # Every waiting holder reserves again, from the pause's end; what was sent stays counted.
+            f.requests_at = max(f.requests_sent_at, f.paused_until)
+            f.tokens_at = max(f.tokens_sent_at, f.paused_until)
             if now >= f.cut_guard_until:
                 measured = f.first_answer_at and now - f.first_answer_at >= _MEASURED_AFTER_S
-                if f.learned_interval or measured:
-                    sending = 1.0 / f.learned_interval if f.learned_interval else _answered_rate(f, now)
-                    f.limited_rate = sending
-                    f.learned_interval = 1.0 / ((DEEP_CUT if now - f.cut_at < STILL_OVER_S else CUT) * sending)
+                answered = _answered_rate(f, now) if measured else 0.0
+                if f.learned_interval or answered:
+                    sending = 1.0 / f.learned_interval if f.learned_interval else answered
+                    rate = (DEEP_CUT if now - f.cut_at < STILL_OVER_S else CUT) * sending
+                    # Never below a cut of what the endpoint took of late: 429s that persist for another reason
+                    # (a token count estimated short) must not drive the rate to nothing.
+                    f.learned_interval = 1.0 / max(rate, CUT * answered)
+                    f.limited_rate = answered or sending
                 else:  # nothing answered to measure yet: one request per Retry-After, growing from there
                     f.learned_interval = max(retry_after_s, _MIN_FIRST_INTERVAL_S)
                 f.cut_at = now
@@ -213,13 +240,6 @@ class EndpointLimiter:
             return 0.0
 
         self._state.update(change)
-
-
-def estimated_tokens(prompt_tokens: float, max_output_tokens: int | None, typical_output_tokens: float) -> int:
-    """What a request will count against a token budget: its prompt plus the most it may generate (what OpenAI
-    charges when the request arrives), or the typical output so far when it sets no maximum."""
-    output = max_output_tokens if max_output_tokens is not None else typical_output_tokens
-    return int(prompt_tokens + output)
 
 
 _SHARED: dict[tuple[str, Budgets], EndpointLimiter] = {}

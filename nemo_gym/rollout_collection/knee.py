@@ -127,7 +127,8 @@ class ThroughputKnee:
     def _decide(self, point: Point) -> int:
         best = self.best
         if self.mode == "hold":
-            assert best is not None
+            if best is None:  # held by a 429 before any round was measured: this round is the level's throughput
+                self.best = best = point
             if point.level == best.level and point.throughput >= DROP_SHARE * best.throughput:
                 # the level's throughput as the mean of its recent rounds: a probe is judged against that
                 self.best = Point(point.level, (1 - HOLD_WEIGHT) * best.throughput + HOLD_WEIGHT * point.throughput)

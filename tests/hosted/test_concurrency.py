@@ -6,6 +6,7 @@ import asyncio
 import pytest
 
 from nemo_gym.rollout_collection.concurrency import DECREASE, INITIAL_LEVEL, AdaptiveLimit, Aimd, Fixed, Outcome
+from nemo_gym.rollout_collection.knee import MIN_WINDOW, ThroughputKnee
 
 
 def _fine(admitted: int) -> Outcome:
@@ -102,3 +103,18 @@ def test_listeners_hear_every_change() -> None:
 
     asyncio.run(main())
     assert changes == [(16, int(16 * DECREASE))]
+
+
+def test_the_throughput_policy_held_by_a_429_before_its_first_measurement_measures_on() -> None:
+    """A hosted endpoint's 429 can come before the throughput policy measured any round: it holds the cut level and
+    takes its next round as that level's throughput (the collector crashed here once)."""
+    now = [0.0]
+    policy = ThroughputKnee(ceiling=64, clock=lambda: now[0])
+    level = policy.next_level(16, _limited(admitted=1), admitted=16)
+    assert level == int(16 * DECREASE) and policy.mode == "hold"
+    admitted = 16
+    for _ in range(4 * MIN_WINDOW):  # rounds at the held level: half a round to settle, then whole rounds
+        admitted += 1
+        now[0] += 0.1
+        level = policy.next_level(level, _fine(admitted), admitted=admitted)
+    assert policy.points and policy.best is not None and policy.best.level == int(16 * DECREASE)
