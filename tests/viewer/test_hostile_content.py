@@ -14,8 +14,8 @@ from urllib.parse import quote
 
 from playwright.sync_api import Page, expect
 
+from nemo_gym.server.supervisor import free_port
 from tests.collection.util import run_cli
-from tests.helpers.stack import free_port
 from tests.viewer.browser import chromium_page
 from tests.viewer.hostile import HostileRun, payload, running_trap, write_hostile_run
 from tests.viewer.viewer_process import run_view, running_viewer
@@ -37,8 +37,10 @@ class Watch:
         dialog.dismiss()
 
 
-def _usable(page: Page, path: str) -> None:
-    """The page has its header, no element that came from a row, and its own script still works."""
+def _check(page: Page, watch: Watch, path: str) -> None:
+    """No dialog opened while the page loaded (one blocks the page until it is answered, so any is seen by now); the
+    page has its header, no element that came from a row, and its own script still works."""
+    assert watch.dialogs == [], f"{path} ran a row's code: {watch.dialogs}"
     expect(page.locator("header .brand")).to_have_text("ng_view")
     assert page.locator("[id^='js-'], a[href^='javascript:' i], iframe").count() == 0, path
     toggle = page.locator("#toggle-folds")
@@ -76,7 +78,7 @@ def test_viewer_export_and_report_show_hostile_rows_as_text(tmp_path: Path) -> N
             watch = Watch(page, url)
             for path, items in _viewer_pages(run_a, trap.url):
                 page.goto(url + path)
-                _usable(page, path)
+                _check(page, watch, path)
                 if items is not None:
                     expect(page.locator(".items > .item")).to_have_count(items)
             # Shown as the text it is, in full: a tool name, a failure class, the agent, the broken bytes.
@@ -102,7 +104,7 @@ def test_viewer_export_and_report_show_hostile_rows_as_text(tmp_path: Path) -> N
         with chromium_page(width=WIDTH) as page:
             watch = Watch(page, "file://")
             page.goto(export.as_uri())
-            _usable(page, "the export")
+            _check(page, watch, "the export")
             expect(page.locator("article.transcript")).to_have_count(2 * (run_a.rows + 1))
             page.goto(merged.with_name("rollouts_report.html").as_uri())
             expect(page.locator("section h2")).to_have_text(report_run.agent)
