@@ -4,9 +4,12 @@ missing browser or playwright is a failure, not a skip: `bash scripts/setup_test
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
@@ -14,7 +17,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-backg
 
 
 @contextmanager
-def chromium_page(width: int = 1300, height: int = 1000) -> Iterator["object"]:
+def chromium_page(width: int = 1300, height: int = 1000) -> Iterator["Page"]:
     """A page of a fresh headless chromium with its own empty profile."""
     try:
         from playwright.sync_api import sync_playwright
