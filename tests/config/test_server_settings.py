@@ -75,7 +75,9 @@ def test_unknown_keys_of_nemo_gym_configs_are_allowed(tmp_path: Path) -> None:
 def test_every_shipped_config_passes(config: str) -> None:
     model = [] if "model" in config else ["configs/vllm_model.yaml"]
     paths = ",".join([config, *model])
-    values = ["+policy_base_url=http://127.0.0.1:9/v1", "+policy_api_key=k", "+policy_model_name=m"]
+    values = ["+policy_base_url=http://127.0.0.1:9/v1", "+policy_api_key=k", "+policy_model_name=m",
+              # the judge benchmark's judge model takes its own three values, as its config's header says
+              "+judge_base_url=http://127.0.0.1:9/v1", "+judge_api_key=k", "+judge_model_name=j"]
     check_server_settings(load_global_config([f"+config_paths=[{paths}]", *values], cwd=REPO_ROOT))
 
 
