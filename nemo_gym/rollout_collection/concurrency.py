@@ -3,12 +3,13 @@
 `AdaptiveLimit` is the gate: at most `level` rollouts in flight, `ceiling` (num_samples_in_parallel) at most. A
 `ConcurrencyPolicy` sees every finished rollout (`Outcome`) and says the next level; the gate only applies it.
 
-`Aimd`, the default policy, finds the highest level an endpoint sustains without 429s, as TCP finds a link's rate:
-it starts at `INITIAL_LEVEL` and doubles each round (a round: as many finished rollouts as the level) while no
-rollout met a 429; a rollout whose model calls met one cuts the level by `DECREASE`, once per round (a rollout let in
-before the last cut does not cut again), and from then on the level grows by one each round. With a model server
-that paces its requests to the endpoint's limits (max_requests_per_minute...), no 429 comes and the level climbs to
-the ceiling; the requests wait in the model server instead.
+`Aimd` finds the highest level an endpoint sustains without 429s, as TCP finds a link's rate: it starts at
+`INITIAL_LEVEL` and doubles each round (a round: as many finished rollouts as the level) while no rollout failed as
+rate-limited; such a rollout cuts the level by `DECREASE`, once per round (a rollout let in before the last cut does
+not cut again), and from then on the level grows by one each round. Our model servers pace their endpoints
+themselves (configured limits, or a rate learned from 429s: responses_api_models/rate_limits.py) and wait out the
+429s they meet, so with them a rollout fails as rate-limited only when that was not enough; the collector's policy
+(knee.py's `ThroughputKnee`, which takes `Aimd`'s cut) then only has to keep enough rollouts in flight.
 """
 
 import asyncio
@@ -26,7 +27,9 @@ class Outcome:
 
     admitted: int  # the gate's admission count when this rollout was let in (`AdaptiveLimit.acquire`)
     latency_s: float  # from admission to result, attempts and backoff included
-    rate_limited: int  # 429s its model calls met (model servers wait and send again; see their per-call records)
+    # 429s that failed the rollout (`rate_limited`): a model server waits out the 429s it can and paces its endpoint
+    # itself, so only what it could not absorb comes back as one.
+    rate_limited: int
     failed: bool
 
 

@@ -122,7 +122,9 @@ class Runner:
             calls = calls_of(result.reply)
             self.counters.succeeded(agent, result.attempts, calls)
             self._succeed(key, row, result)
-            return Outcome(admitted, latency, sum(call.rate_limited for call in calls), failed=False)
+            # 429s its model calls met were waited out by their model server, which paces the endpoint itself
+            # (responses_api_models/rate_limits.py): they are no reason to hold fewer rollouts in flight.
+            return Outcome(admitted, latency, rate_limited=0, failed=False)
         self.counters.failed(agent, result.attempts)
         self._fail(key, row, result, prior + result.attempts)
         rate_limited = 1 if result.failure_class == FailureClass.RATE_LIMITED else 0

@@ -2,9 +2,11 @@
 
     ng_collect_rollouts -> simple_agent ----> vllm_model `policy_model` (no limits: learns from 429s) -> stub
                         -> limited_agent ---> vllm_model `limited_model` (max_requests_per_minute, 2 workers) -> stub
+                        -> strict_agent ----> vllm_model `strict_model` (a 429 fails the call at once) -> tight stub
 
 The stub (benchmarks/perf/hosted_api_stub.py) is a rate-limited hosted API on loopback: 600 requests a minute, a
 burst of one second of them, 429 with Retry-After beyond, answers in about 50 ms. `GET /stats` counts what it saw.
+The tight stub allows 60 requests a minute (a burst of 2), so that more at once meet 429s by construction.
 """
 
 from pathlib import Path
@@ -19,13 +21,19 @@ from tests.helpers.stack import REPO_ROOT, Stack, environment_config, free_port,
 STUB = REPO_ROOT / "benchmarks" / "perf" / "hosted_api_stub.py"
 STUB_MODEL, STUB_KEY = "stub-hosted", "sk-stub-hosted-test"
 RPM = 600
-AGENT, LIMITED_AGENT = "example_single_tool_call_simple_agent", "limited_agent"
+AGENT, LIMITED_AGENT, STRICT_AGENT = "example_single_tool_call_simple_agent", "limited_agent", "strict_agent"
 
 
 def stub_settings(port: int, **overrides: Any) -> dict[str, Any]:
     return {"entrypoint": str(STUB), "port": port, "model": STUB_MODEL, "api_key": STUB_KEY,
             "requests_per_minute": RPM, "tokens_per_minute": 10_000_000, "latency_median_s": 0.05,
             "latency_sigma": 0.3, **overrides}
+
+
+def weather_agent(model: str) -> dict[str, Any]:
+    return {"responses_api_agents": {"simple_agent": {
+        "resources_server": {"type": "resources_servers", "name": "example_single_tool_call"},
+        "model_server": {"type": "responses_api_models", "name": model}}}}
 
 
 def model_server(base_url: str, **settings: Any) -> dict[str, Any]:
@@ -49,15 +57,16 @@ class HostedStack:
 @pytest.fixture(scope="session")
 def hosted_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostedStack]:
     workdir = tmp_path_factory.mktemp("hosted_stack")
-    port = free_port()
+    port, tight_port = free_port(), free_port()
     stub_url = f"http://127.0.0.1:{port}/v1"
     tree = {
         "hosted_api": {"responses_api_models": {"hosted_api_stub": stub_settings(port)}},
+        "tight_api": {"responses_api_models": {"hosted_api_stub": stub_settings(tight_port, requests_per_minute=60)}},
         "policy_model": model_server(stub_url),
         "limited_model": model_server(stub_url, max_requests_per_minute=RPM, workers=2),
-        LIMITED_AGENT: {"responses_api_agents": {"simple_agent": {
-            "resources_server": {"type": "resources_servers", "name": "example_single_tool_call"},
-            "model_server": {"type": "responses_api_models", "name": "limited_model"}}}},
+        "strict_model": model_server(f"http://127.0.0.1:{tight_port}/v1", max_rate_limited_attempts=1),
+        LIMITED_AGENT: weather_agent("limited_model"),
+        STRICT_AGENT: weather_agent("strict_model"),
     }
     (workdir / "hosted.yaml").write_text(yaml.safe_dump(tree))
     configs = f"{environment_config('example_single_tool_call')},{workdir / 'hosted.yaml'}"

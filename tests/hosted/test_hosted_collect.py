@@ -1,6 +1,7 @@
 """Collecting from a rate-limited hosted API (the loopback stub): configured limits are kept by the model server
-for all its workers, a 429 is waited out and recorded, the run's concurrency is cut when rollouts meet 429s, and
-every model call's record reaches the row, the metrics, the report and the progress file."""
+for all its workers, a 429 is waited out and recorded (the model server paces the endpoint, so the run's
+concurrency stays), a 429 the model server could not absorb fails the rollout as rate_limited and cuts the
+concurrency, and every model call's record reaches the row, the metrics, the report and the progress file."""
 
 import re
 from pathlib import Path
@@ -11,17 +12,18 @@ from benchmarks.perf.harness import write_rows
 from nemo_gym.rollout_collection.concurrency import DECREASE
 from nemo_gym.run_files.metrics_file import read_metrics
 from tests.collection.util import read_rows, run_cli, sidecar
-from tests.hosted.conftest import AGENT, LIMITED_AGENT, STUB_MODEL, HostedStack
+from tests.hosted.conftest import AGENT, LIMITED_AGENT, STRICT_AGENT, STUB_MODEL, HostedStack
 
 CUT = re.compile(r"concurrency (\d+) -> (\d+) \(ceiling 64\): a rollout met \d+ 429s")
 
 
-def _collect(stack: HostedStack, agent: str, tmp_path: Path, rows: int, *extra: str) -> tuple[str, Path]:
+def _collect(stack: HostedStack, agent: str, tmp_path: Path, rows: int, *extra: str,
+             exit_status: tuple[int, ...] = (0,)) -> tuple[str, Path]:
     inputs = write_rows(tmp_path / "in.jsonl", rows, max_output_tokens=16)
     output = tmp_path / "out.jsonl"
     result = run_cli("collect", stack.args(agent, f"+input_jsonl_fpath={inputs}", f"+output_jsonl_fpath={output}",
                                            *extra), tmp_path, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode in exit_status, result.stdout + result.stderr
     return result.stdout, output
 
 
@@ -64,7 +66,7 @@ def test_configured_limits_hold_and_every_call_is_recorded(hosted_stack: HostedS
     assert progress["agents"][LIMITED_AGENT]["model_calls"] == 40
 
 
-def test_429s_are_waited_out_recorded_and_cut_the_concurrency(hosted_stack: HostedStack, tmp_path: Path) -> None:
+def test_429s_are_waited_out_and_recorded(hosted_stack: HostedStack, tmp_path: Path) -> None:
     before = hosted_stack.stats()
     # No configured limit: the first 16 rollouts ask at once, past the stub's one-second burst (11): 429s for sure.
     stdout, output = _collect(hosted_stack, AGENT, tmp_path, 40, "+num_samples_in_parallel=64")
@@ -75,7 +77,20 @@ def test_429s_are_waited_out_recorded_and_cut_the_concurrency(hosted_stack: Host
     assert len(rows) == 40 and progress["failed"] == 0
     # Every 429 of a rollout that succeeded is in its row; the stub also counted those of attempts that failed.
     assert 5 <= limited == progress["rate_limited"] <= seen["rate_limited"]
-    cuts = [(int(old), int(new)) for old, new in CUT.findall(stdout)]
-    assert cuts and all(new == int(old * DECREASE) for old, new in cuts), stdout
+    assert not CUT.findall(stdout)  # waited out by the model server, which now paces the stub: no cut here
     metrics = read_metrics(sidecar(output, "_aggregate_metrics.json"))[0]["agent_metrics"]
     assert metrics["model_calls/rate_limited"] == limited and metrics["model_calls/retries"] == limited
+
+
+def test_a_429_the_model_server_could_not_absorb_cuts_the_concurrency(hosted_stack: HostedStack,
+                                                                      tmp_path: Path) -> None:
+    """strict_model fails a call at its first 429, in front of a stub that lets 2 requests through at once and
+    1 a second: 16 rollouts asking at once, some fail as rate_limited (the model server learns the rate from the first
+    429 and paces the rest), which cuts the level. Each is recorded, nothing is lost. (One attempt, +max_failure_rate=1: this test is about the cut, not the retries.)"""
+    stdout, output = _collect(hosted_stack, STRICT_AGENT, tmp_path, 16, "+num_samples_in_parallel=64",
+                              "+max_attempts=1", "+max_failure_rate=1", exit_status=(1,))
+    cuts = [(int(old), int(new)) for old, new in CUT.findall(stdout)]
+    assert cuts and all(new == int(old * DECREASE) for old, new in cuts), stdout
+    failed = read_rows(sidecar(output, "_failures.jsonl"))
+    assert failed and {f["failure_class"] for f in failed} == {"rate_limited"}
+    assert len(read_rows(output)) + len(failed) == 16
