@@ -11,12 +11,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from nemo_gym.experience.generation.weight_source import ModuleWeights, dtype_name
-from tests.helpers.stack import REPO_ROOT
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # not tests.helpers: the processes below import this module
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(300)]
 

@@ -85,7 +85,7 @@ def test_a_trainer_killed_mid_broadcast_fails_the_receive_within_seconds() -> No
                                                rf"tensors"):
             receive.tensors(TIMEOUT_S)
         assert time.monotonic() - started < 30 < TIMEOUT_S  # the dead peer is seen, not waited out
-        assert receive.done() and receive._buffers == []  # the staged memory went back at once
+        assert receive.done() and receive.buffers == []  # the staged memory went back at once
     finally:
         trainer.kill()
         trainer.wait()

@@ -11,7 +11,9 @@ vLLM's RL routes drive it (/init_weight_transfer_engine, /start_weight_update, /
 - `{"phase": "apply"}` (the trainer sends it once its broadcast is done, with generation paused) waits for the last
   tensor and loads the complete set into the model the way vLLM's own reload does (layerwise reload: every layer's
   weights processed into its kernel format). A receive that failed (the trainer died, the group broke) raises
-  before anything is touched: the model keeps the old weights.
+  before anything is touched: the model keeps the old weights. The applied buffers are kept for the next receive
+  of the same tensors (fresh memory costs a page fault per page as the data lands, about as long as the copy): each
+  worker holds one more copy of the weights from the first push on.
 
 If loading itself fails (a name or shape the model does not take), the model is left half-loaded: the error says
 so (gloo_wire.MODEL_LEFT_INCOMPLETE), the trainer leaves the replica paused, and this engine refuses every later
@@ -81,6 +83,7 @@ class GlooWeightTransferEngine(WeightTransferEngine[GlooInitInfo, GlooUpdateInfo
         self._group: Optional[ProcessGroupGloo] = None
         self._timeout_s = 300.0
         self._receive: Optional[StagedReceive] = None
+        self._applied: Optional[StagedReceive] = None  # the last applied one: its buffers serve the next receive
         self._broken: Optional[str] = None
 
     def init_transfer_engine(self, init_info: GlooInitInfo) -> None:
@@ -118,7 +121,10 @@ class GlooWeightTransferEngine(WeightTransferEngine[GlooInitInfo, GlooUpdateInfo
         if self._receive is not None and not self._receive.done():
             raise RuntimeError("a receive is still under way on this group: re-initialize the engine for a new one")
         self._receive = None  # a finished one nobody applied: its buffers go before the new ones are allocated
-        self._receive = StagedReceive(self._group, metas)
+        applied, self._applied = self._applied, None
+        reused = applied.buffers if applied is not None and applied.metas == metas else None
+        del applied  # buffers of other tensors go before the new ones are allocated
+        self._receive = StagedReceive(self._group, metas, reused)
 
     def _apply(self) -> None:
         receive, self._receive = self._receive, None
@@ -129,11 +135,12 @@ class GlooWeightTransferEngine(WeightTransferEngine[GlooInitInfo, GlooUpdateInfo
             initialize_layerwise_reload(self.model)
             self.model.load_weights(tensors)  # type: ignore[operator]  # every vLLM model defines it
             finalize_layerwise_processing(self.model, self.model_config)
+            self._applied = receive
         except Exception as exc:
             self._broken = f"{type(exc).__name__}: {exc}"
             raise RuntimeError(f"{MODEL_LEFT_INCOMPLETE}: loading the received weights failed ({self._broken}); "
                                f"restart the replica") from exc
 
     def shutdown(self) -> None:
-        self._receive = None
+        self._receive = self._applied = None
         self._group = None
