@@ -33,6 +33,8 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "nemo_gym_reference": ("NeMo Gym 0.4.0 vs nemo_gym on the same stub model, environment, rows, concurrency", False),
     "main_command": ("the README's main command (vLLM start + collection + stop), wall time", False),
     "saturation": ("real vLLM: full stack vs a direct client, same requests (its own vLLM)", False),
+    "fleet": ("simulated H100 vLLM replicas (1, 8, 32): slot utilization at 256 in flight, the best fixed level and the "
+              "automatic level; hash vs load-aware routing; a replica killed mid-run; our CPU per rollout", False),
     "experience": ("real vLLM: per-sample vs batched turns; experience layer vs a direct client", True),
     "async_collector": ("real vLLM: asynchronous vs synchronous generate-then-train", True),
     "benchmark_runs": ("real vLLM: arithmetic and humaneval rewards, collection time", True),

@@ -483,6 +483,55 @@ def grpo_off_policy(r: Report) -> str:
         "![GRPO off-policy](img/grpo_off_policy.png)"])
 
 
+def fleet(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    ratios, profile = r["ratios"], r["settings"]["profile"]
+    out = [f"Simulated replicas: {profile['name']}, {profile['max_num_seqs']} sequences and "
+           f"{profile['kv_cache_tokens']:,} KV-cache tokens each. The first tables are simulated time (the same on "
+           f"any machine); the CPU table is our real stack on this machine. Source: {source(r)}.", "",
+           "| replicas | rows | setting | in flight | rollouts/s | slot utilization | prefix-cache hits | "
+           "vs best fixed |",
+           "|---|---|---|---|---|---|---|---|"]
+    best = {(row["replicas"], row["workload"]): row["rollouts_per_s"] for row in r["utilization"]
+            if row["setting"].startswith("best fixed")}
+    for row in r["utilization"]:
+        hits = f"{row['prefix_hit_rate']:.2f}" if row["workload"] == "multi-turn" else "-"
+        vs = row["rollouts_per_s"] / best[(row["replicas"], row["workload"])]
+        setting = f"**{row['setting']}**" if row["setting"] == "automatic" else row["setting"]
+        out.append(f"| {row['replicas']} | {row['workload']} | {setting} | {_n(row['level'])} | "
+                   f"{_rate(row['rollouts_per_s'])} | {row['utilization']:.3f} | {hits} | {vs:.3f} |")
+    out += ["", "| routing, 8 replicas, multi-turn, their slots in flight | rollouts/s | slot utilization | "
+            "prefix-cache hits | sessions moved |", "|---|---|---|---|---|"]
+    for row in r["routing"]:
+        out.append(f"| {row['setting']} | {_rate(row['rollouts_per_s'])} | {row['utilization']:.3f} | "
+                   f"{row['prefix_hit_rate']:.3f} | {_n(row['moved'])} |")
+    out += ["", f"Load-aware over hash routing: **{ratios['load_aware_vs_hash_one_slower']:.2f}x** with one replica "
+            f"2x slower, **{ratios['load_aware_vs_hash_all_equal']:.3f}x** with all equal; prefix-cache hits "
+            f"{ratios['prefix_hits_load_aware_vs_hash_all_equal']:.3f}x hash routing's (all equal)."]
+    fo = r["failover"]
+    killed = fo["killed"]
+    out += ["", f"A replica killed at {killed['at_s']:.0f} s of {fo['window_s'][1]:.0f} s and back at "
+            f"{killed['back_at_s']:.0f} s (8 replicas, multi-turn, automatic level): {_n(fo['succeeded'])} rollouts "
+            f"collected, {fo['duplicates']} twice, {fo['failed']} failed, {_n(fo['retried'])} attempts run again "
+            f"({_n(fo['in_flight_at_end'])} still in flight when the run ended). Slot utilization "
+            f"{fo['utilization_before']:.3f} the minute before, {fo['utilization_while_down']:.3f} while it was down "
+            f"(7 of 8 replicas' slots: at most 0.875), {fo['utilization']:.3f} from a minute after its return; "
+            f"rollouts/s {_rate(fo['rollouts_per_s_before'])}, {_rate(fo['rollouts_per_s_while_down'])} and "
+            f"{_rate(fo['rollouts_per_s'])}.", ""]
+    if r["cpu"]:
+        out += ["| replicas | automatic level | rows in flight (measured) | our CPU per 1,000 rollouts/s | the fleet's "
+                "rollouts/s | cores for that fleet | CPU ms per rollout by process |", "|---|---|---|---|---|---|---|"]
+        for row in r["cpu"]:
+            parts = ", ".join(f"{name} {ms:.2f}" for name, ms in row["cpu_ms_per_rollout_by_process"].items())
+            out.append(f"| {row['replicas']} | {_n(row['automatic_level'])} | {_n(row['rows_in_flight'])} | "
+                       f"**{row['cores_per_1000_rollouts_per_s']:.2f} cores** | {_rate(row['fleet_rollouts_per_s'])} | "
+                       f"{row['cores_for_this_fleet']:.2f} | {parts} |")
+        out.append("")
+    out.append("![fleet utilization over time](img/fleet_utilization.png)")
+    return "\n".join(out)
+
+
 RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "main_output": ("main_command", main_output),
     "glance": ("collector", glance),
@@ -505,4 +554,5 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "cpu_profile": ("cpu_profile", cpu_profile),
     "fresh_clone": ("fresh_clone", fresh_clone),
     "grpo_async_vs_sync": ("grpo_async_vs_sync", grpo_async_vs_sync),
+    "fleet": ("fleet", fleet),
 }
