@@ -10,18 +10,20 @@ counters (`GET /fleet/stats`), kill one (`POST /fleet/kill {"replica": i}`) and 
 """
 
 import itertools
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
 from benchmarks.fleet import chat, completions
 from benchmarks.fleet.http_server import HttpEndpoint
 from benchmarks.fleet.profile import ReplicaProfile
-from benchmarks.fleet.replica import ReplicaDown, ReplicaSnapshot, Scheduler, SimReplica
+from benchmarks.fleet.generation import Generation
+from benchmarks.fleet.replica import Completion, ReplicaDown, ReplicaSnapshot, Scheduler, SimReplica
 from benchmarks.fleet.tokens import render
 from benchmarks.fleet.workload import Workload
 
 MAX_MODEL_LEN = 32768
+Reply = Callable[[Completion], dict[str, Any]]  # the reply body of a finished generation
 
 
 def _error(status: int, message: str) -> tuple[int, bytes]:
@@ -58,34 +60,35 @@ class ServedReplica:
         return _error(404, f"no route {method} {path}")
 
     async def _chat(self, raw: bytes) -> tuple[int, bytes]:
-        number = next(self._numbers)
-        try:
-            body = orjson.loads(raw)
+        def planned(body: dict[str, Any], number: int) -> tuple[Generation, Reply]:
             generation, message = chat.sim_request(body, self.workload, f"call_{number}", self._block)
-        except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
-            return _error(400, f"bad chat completion request: {exc}")
-        if body.get("model") != self.model:
-            return _error(404, f"The model `{body.get('model')}` does not exist.")
-        try:
-            done = await self.replica.generate(generation.request)
-        except ReplicaDown as exc:
-            return _error(503, str(exc))
-        return 200, orjson.dumps(chat.completion_body(body, message, generation, done, self.model, number))
+            return generation, lambda done: chat.completion_body(body, message, generation, done, self.model, number)
+
+        return await self._generate(raw, "chat completion", planned)
 
     async def _complete(self, raw: bytes) -> tuple[int, bytes]:
+        def planned(body: dict[str, Any], number: int) -> tuple[Generation, Reply]:
+            generation = completions.completion_request(body, self.workload, self._block)
+            return generation, lambda done: completions.completion_body(generation, done, self.model, number)
+
+        return await self._generate(raw, "completion", planned)
+
+    async def _generate(self, raw: bytes, what: str,
+                        planned: Callable[[dict[str, Any], int], tuple[Generation, Reply]]) -> tuple[int, bytes]:
+        """A generation request: `planned` turns its body into the generation and the reply to send when done."""
         number = next(self._numbers)
         try:
             body = orjson.loads(raw)
-            generation = completions.completion_request(body, self.workload, self._block)
+            generation, reply = planned(body, number)
         except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
-            return _error(400, f"bad completion request: {exc}")
+            return _error(400, f"bad {what} request: {exc}")
         if body.get("model") != self.model:
             return _error(404, f"The model `{body.get('model')}` does not exist.")
         try:
             done = await self.replica.generate(generation.request)
         except ReplicaDown as exc:
             return _error(503, str(exc))
-        return 200, orjson.dumps(completions.completion_body(generation, done, self.model, number))
+        return 200, orjson.dumps(reply(done))
 
     def _tokenize(self, raw: bytes) -> tuple[int, bytes]:
         try:
