@@ -115,3 +115,16 @@ def test_a_round_is_at_least_min_window_rollouts() -> None:
     driver.run(600.0)
     assert driver.policy.points
     assert len(driver.policy.points) <= driver.finished / MIN_WINDOW
+
+
+def test_a_429_before_the_first_measured_round_holds_and_measures_on() -> None:
+    driver = Driver(saturating(knee=1024, rate=100.0))
+    driver.rate_limited_every = 10  # the tenth rollout meets a 429: the level is cut before any round was measured
+    driver.run(0.0)
+    while driver.limit.level == 16:
+        driver.queue.run_until(driver.queue.now() + 0.1)
+    assert driver.limit.level == int(16 * DECREASE) and not driver.policy.points
+    driver.rate_limited_every = 0
+    driver.queue.run_until(3000.0)  # eight held rounds of 128 rollouts at about one a second, then probes
+    assert driver.policy.points  # the held level's rounds are measured, and it probes on from there
+    assert driver.limit.level > int(16 * DECREASE)
