@@ -40,6 +40,9 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "benchmark_runs": ("real vLLM: arithmetic and humaneval rewards, collection time", True),
     "environment_runs": ("real vLLM: multiple_choice, instruction_following and judge rewards, the judge on the "
                          "same vLLM", True),
+    "weight_push": ("real vLLM per model: a weight push over the disk transport (write + reload) vs the gloo "
+                    "transport (tensors over a process group), bundled model and two larger Llamas from a config",
+                    False),
     "grpo_learning": ("real vLLM + the example GRPO trainer: held-out arithmetic reward before and after N steps, "
                       "weight push cost", True),
     "grpo_off_policy": ("real vLLM + the example GRPO trainer: reward per step at max trajectory age 0, 1 and 2, "

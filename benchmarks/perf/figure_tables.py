@@ -483,6 +483,29 @@ def grpo_off_policy(r: Report) -> str:
         "![GRPO off-policy](img/grpo_off_policy.png)"])
 
 
+def _largest_steps(transport: dict[str, Any]) -> str:
+    shares = sorted(transport["steps_share"].items(), key=lambda item: -item[1])[:2]
+    return ", ".join(f"{step.replace('_', ' ')} {share:.0%}" for step, share in shares)
+
+
+def weight_push(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s, models = r["settings"], r["models"]
+    rows = [f"| {name} | {m['parameters'] / 1e6:,.0f}M | {m['disk']['mean_s']} ({_largest_steps(m['disk'])}) | "
+            f"{m['disk']['bytes_per_push'] / 1e9:.2f} GB | {m['gloo']['mean_s']} ({_largest_steps(m['gloo'])}) | "
+            f"{m['gloo']['bytes_per_push'] / 1e9:.2f} GB | **{m['gloo_over_disk']}x** |" for name, m in models.items()]
+    first = next(iter(models.values()))
+    return "\n".join([
+        f"Source: {source(r)}; load average {r['machine']['load_average_at_end']} at the end.", "",
+        f"Mean of {s['pushes_per_transport']} pushes per transport into one vLLM replica, {s['dtype']} on both "
+        f"sides, after a first push of each (the first gloo push also sets up its process group: "
+        f"{first['gloo']['rendezvous_s']} s for {next(iter(models))}). A disk push is the trainer's write plus vLLM's "
+        f"reload; its bytes are written and read back. Goal for the bundled model: gloo at most 0.3x disk.", "",
+        "| model | parameters | disk push, s (largest steps) | disk bytes | gloo push, s (largest steps) | gloo bytes | "
+        "gloo / disk |", "|---|---|---|---|---|---|---|", *rows])
+
+
 def fleet(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
@@ -555,4 +578,5 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "fresh_clone": ("fresh_clone", fresh_clone),
     "grpo_async_vs_sync": ("grpo_async_vs_sync", grpo_async_vs_sync),
     "fleet": ("fleet", fleet),
+    "weight_push": ("weight_push", weight_push),
 }
