@@ -9,6 +9,7 @@ starts itself (local_vllm_model) has nothing to check yet and is asked once it r
 
 import asyncio
 from typing import Callable
+from urllib.parse import urlsplit
 
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.config.model_servers import VLLMModelSettings
@@ -27,6 +28,7 @@ from nemo_gym.server.base import server_settings
 from nemo_gym.server.client import ServerClient
 
 MODELS_KIND = "responses_api_models"
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 # A model server's answer covers its endpoints' checks, each within PREFLIGHT_TIMEOUT_S.
 _SERVER_TIMEOUT_S = PREFLIGHT_TIMEOUT_S + 3.0
 
@@ -68,8 +70,26 @@ async def preflight_servers(servers: ServerClient, say: Say = print) -> list[End
     return checks
 
 
+def _stack_addresses(global_config: GlobalConfig) -> set[tuple[str, int]]:
+    """(host, port) of every server of the config with a fixed port: an endpoint there is one this run starts."""
+    addresses: set[tuple[str, int]] = set()
+    for spec in global_config.servers().values():
+        port = spec.settings.get("port")
+        if isinstance(port, int):
+            host = str(spec.settings.get("host") or "127.0.0.1")
+            addresses |= {(name, port) for name in ({host} | (LOOPBACK_NAMES if host in LOOPBACK_NAMES else set()))}
+    return addresses
+
+
+def _started_by_this_run(url: str, stack: set[tuple[str, int]]) -> bool:
+    parsed = urlsplit(url)
+    return parsed.hostname is not None and parsed.port is not None and (parsed.hostname, parsed.port) in stack
+
+
 def _configured_endpoints(global_config: GlobalConfig) -> list[tuple[str, str, str | None, str]]:
-    """(server, base URL, key, model) of every model server in the config that calls an endpoint already running."""
+    """(server, base URL, key, model) of every model server in the config that calls an endpoint already running:
+    not one a server of this same config will serve (its model server checks it once the stack runs)."""
+    stack = _stack_addresses(global_config)
     endpoints: list[tuple[str, str, str | None, str]] = []
     for spec in global_config.servers().values():
         if spec.kind != MODELS_KIND or spec.settings.get("entrypoint"):
@@ -83,7 +103,7 @@ def _configured_endpoints(global_config: GlobalConfig) -> list[tuple[str, str, s
             openai = server_settings(OpenAIModelServer, spec)
             assert isinstance(openai, OpenAIModelSettings)
             endpoints.append((spec.name, openai.base_url, openai.api_key, openai.model))
-    return endpoints
+    return [endpoint for endpoint in endpoints if not _started_by_this_run(endpoint[1], stack)]
 
 
 async def preflight_config(global_config: GlobalConfig, say: Say = print) -> list[EndpointCheck]:

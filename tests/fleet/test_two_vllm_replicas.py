@@ -3,7 +3,7 @@ sessions each stay on one replica, and a replica SIGKILLed in the middle of the 
 attempts fail once, the collector runs them again on the other replica, each once).
 
 The session's vLLM is replica A; this module starts replica B (one more cold start) and kills it, so no other test
-loses its server. The kill waits on state: rows already written, and requests running in B (vLLM's own gauge)."""
+loses its server. The kill waits on state: rows already written by both replicas, and requests running in B (vLLM's own gauge)."""
 
 import os
 import re
@@ -38,6 +38,11 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
 
 
+def _served_by(rows: list[dict[str, Any]]) -> set[str]:
+    """The endpoints that served the model calls of `rows`."""
+    return {call["endpoint"] for row in rows for call in row["_ng_model_calls"]}
+
+
 @pytest.mark.vllm
 def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_no_rollout(
         vllm_server: VLLMServer, tmp_path: Path) -> None:
@@ -57,9 +62,11 @@ def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_no_rollout(
             out = bytearray()
             reader = threading.Thread(target=lambda: out.extend(collector.stdout.read() if collector.stdout else b""))
             reader.start()
+            both = {vllm_server.base_url, replica_b.base_url}
             try:
                 deadline = time.monotonic() + WAIT_S
-                while not (len(_rows(output)) >= 8 and _running(replica_b) > 0):
+                while not (len(_rows(output)) >= 8 and _served_by(_rows(output)) == both
+                           and _running(replica_b) > 0):
                     assert collector.poll() is None, f"the run ended before the kill:\n{out.decode()[-3000:]}"
                     assert time.monotonic() < deadline, "replica B never had requests running a few rows in"
                     time.sleep(0.05)
@@ -83,7 +90,6 @@ def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_no_rollout(
     endpoints = [{call["endpoint"] for call in row["_ng_model_calls"]} for row in rows]
     assert all(len(used) == 1 for used in endpoints)  # every session on one replica, all its turns
     assert sum(len(row["_ng_model_calls"]) >= 2 for row in rows) >= ROLLOUTS // 2  # multi-turn sessions
-    before_kill = {next(iter(used)) for used in endpoints[:killed_at]}
-    assert len(before_kill) == 2  # both replicas had sessions before the kill
+    assert _served_by(rows[:killed_at]) == {vllm_server.base_url, replica_b.base_url}  # as the kill waited for
     after_kill = {next(iter(used)) for used in endpoints[killed_at + 16:]}
     assert after_kill == {vllm_server.base_url}  # then only the replica left

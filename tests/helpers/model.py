@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from nemo_gym.responses_api_models.local_vllm_model.device import device_args, has_nvidia_gpu
+from nemo_gym.responses_api_models.local_vllm_model.weight_transfer import weight_transfer_args
 from tests.helpers.processes import stop_process_group
 from tests.helpers.stack import REPO_ROOT, free_port
 
@@ -96,6 +97,8 @@ def vllm_process(port: Optional[int], log_path: Path, timeout_s: float = 600,
             # and CUDA graphs.
             *device_args(gpu, None if gpu else dtype, 0.5, ["--enforce-eager"]),
             "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
+            # The gloo/nccl weight transports need vLLM's weight-transfer engine; the disk transport ignores it.
+            *(weight_transfer_args(gpu) if enable_weight_updates else []),
         ]
         popen, exit_log = _start(cmd, env, log_path, timeout_s)
         if not exit_log:

@@ -38,8 +38,10 @@ def test_vllm_killed_mid_run_then_back_and_resumed_gives_every_key_once(tmp_path
     model = [f"+policy_base_url={base_url}", "+policy_api_key=EMPTY", "+policy_model_name=SmolLM2-135M-Instruct"]
     with running_stack([configs, *model], cwd=tmp_path) as stack:
         # One attempt per rollout: a rollout vLLM's death interrupts is recorded as failed, not retried in place.
+        # No failure rate stops the run (the retry budget's own tests cover that), so every key is tried once.
         args = ["+agent_name=math_simple_agent", f"+input_jsonl_fpath={MATH_ROWS}", f"+output_jsonl_fpath={out}",
                 f"+limit={ROWS}", f"+num_repeats={REPEATS}", "+num_samples_in_parallel=4", "+max_attempts=1",
+                "+max_failure_rate=1",
                 f"+head_server_url={stack.head_url}", "+responses_create_params.temperature=0.0",
                 "+responses_create_params.max_output_tokens=16"]
         with vllm_process(port, tmp_path / "vllm-1.log") as vllm:
