@@ -22,7 +22,15 @@ from nemo_gym.failures import (  # noqa: F401
     RetryPolicy,
     is_retryable,
 )
-from nemo_gym.http_wire import BadReply, Body, ConnectFailed, ConnectionPool, ReplyTimeout, WireError
+from nemo_gym.http_wire import (
+    BadReply,
+    Body,
+    ConnectFailed,
+    ConnectionPool,
+    ProxyRefused,
+    ReplyTimeout,
+    WireError,
+)
 from nemo_gym.sync_bridge import run_sync
 
 JSON_HEADERS = {"content-type": "application/json"}
@@ -40,13 +48,17 @@ def _error_body(content: bytes) -> Any:
 def _transport_failure(exc: WireError, url: str) -> RequestFailed:
     """The failure class of a request that got no complete reply."""
     kind: FailureClass
-    if isinstance(exc, ConnectFailed):
+    status = None
+    if isinstance(exc, ProxyRefused):  # the proxy's own error status: 407 is the user's to fix, a 5xx may pass
+        kind = FailureClass.HTTP_5XX if exc.status >= 500 else FailureClass.HTTP_4XX
+        status = exc.status
+    elif isinstance(exc, ConnectFailed):
         kind = FailureClass.CONNECT  # refused, reset, or closed before the reply: a retry may reach a healthy server
     elif isinstance(exc, BadReply):
         kind = FailureClass.INVALID_RESPONSE  # the server answered, but with a truncated body or malformed HTTP
     else:
         kind = FailureClass.TIMEOUT
-    return RequestFailed(kind, f"{type(exc).__name__} calling {url}: {exc}", url=url)
+    return RequestFailed(kind, f"{type(exc).__name__} calling {url}: {exc}", url=url, status=status)
 
 
 class HttpClient:

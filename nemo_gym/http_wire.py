@@ -4,12 +4,16 @@ one call, each reply parsed by httptools (the C parser uvicorn serves with).
 Why not aiohttp's client: on loopback it spends 3.5 times the CPU per request of this module
 (benchmarks/results/http_clients.json), and every rollout makes five such calls in the agent alone.
 What this needs is small: JSON bodies (or a stream of chunks), a status and a body back (framed by Content-Length,
-chunked, or the connection's end), timeouts, no redirects, no cookies, no proxies, no compression.
+chunked, or the connection's end), timeouts, no redirects, no cookies. For endpoints outside this machine (a hosted
+API, a remote vLLM): a forward proxy when the environment names one (nemo_gym.proxies decides which; https through a
+CONNECT tunnel, http in absolute form), and gzip answers (asked for with Accept-Encoding, decoded here). Loopback
+traffic never goes through a proxy and is never compressed.
 
 Failures are typed by when they happened, which is what decides their failure class:
 `ConnectFailed` (no connection, or it closed before the reply began), `ReplyTimeout` (the request was not sent, or its
 reply did not complete, by its deadline), `BadReply` (malformed HTTP, or the connection closed partway through the
-reply). A header that would break the request's framing (CR, LF or NUL in its name or value) is refused before
+reply), `ProxyRefused` (the proxy answered CONNECT, or a request it should forward, with an error status of its
+own). Messages name a proxy by host and port, never by its credentials. A header that would break the request's framing (CR, LF or NUL in its name or value) is refused before
 anything is sent: `InvalidHeaderError`, which names the header and never shows its value (it may be a secret).
 """
 
@@ -18,17 +22,21 @@ import functools
 import re
 import ssl
 import time
+import zlib
+from dataclasses import dataclass
 from typing import AsyncIterable
 from urllib.parse import urlsplit
 
 import httptools
 
 from nemo_gym.errors import NemoGymError
+from nemo_gym.proxies import Proxy, is_loopback, proxy_for
 
 # A request body: bytes, or a stream of chunks (sent with chunked transfer encoding).
 Body = bytes | AsyncIterable[bytes] | None
 # Reply headers a caller may ask for (`request(..., reply_headers=)`): how long a 429 or 503 asks to wait.
 KEPT_HEADERS = (b"retry-after", b"retry-after-ms")
+PROXY_AUTHENTICATION_REQUIRED = 407
 
 
 class WireError(Exception):
@@ -47,6 +55,15 @@ class BadReply(WireError):
     """The reply was not valid HTTP, or the connection closed partway through it."""
 
 
+class ProxyRefused(WireError):
+    """The proxy answered with an error status of its own (407: its credentials are missing or wrong; 502 or 503:
+    it could not reach the endpoint)."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class InvalidHeaderError(NemoGymError, ValueError):
     """A header whose name or value holds CR, LF or NUL: sent, it would end the header early or smuggle another
     one in. Caused by the caller's input (say, an API key read with its trailing newline), so no retry can fix it."""
@@ -63,6 +80,48 @@ def _header_line(name: str, value: str) -> bytes:
     if _BREAKS_FRAMING(value):
         raise InvalidHeaderError(f"header {name!r}: its value contains CR, LF or NUL; nothing was sent")
     return b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1"))
+
+
+def _decoded(body: bytes, encoding: bytes) -> bytes:
+    """`body` without its Content-Encoding; BadReply for an encoding this module did not ask for, or a corrupt one."""
+    if encoding == b"identity" or not body:
+        return body
+    if encoding in (b"gzip", b"x-gzip", b"deflate"):
+        out = []
+        try:
+            while body:  # a gzip body may hold several members, one after another
+                decoder = zlib.decompressobj(wbits=47)  # 47: a gzip or a zlib header, whichever comes
+                out.append(decoder.decompress(body))
+                if not decoder.eof:
+                    raise zlib.error("it ends partway through")
+                body = decoder.unused_data
+        except zlib.error as exc:
+            raise BadReply(f"the {encoding.decode()} reply body does not decode: {exc}") from None
+        return b"".join(out)
+    raise BadReply(f"the reply has content-encoding {encoding.decode('latin-1')!r}, which was not asked for")
+
+
+@dataclass(frozen=True)
+class _Route:
+    """How requests to one origin go: direct or through `proxy`, with the request-target prefix (an http request
+    through a proxy names the whole URL) and the header lines every request to the origin adds."""
+
+    proxy: Proxy | None
+    target_prefix: bytes
+    extra_headers: bytes
+
+    @staticmethod
+    def of(origin: tuple[str, str, int], host_header: bytes) -> "_Route":
+        scheme, host, port = origin
+        if is_loopback(host):  # our own servers: no proxy, and compressing would only cost CPU
+            return _Route(proxy=None, target_prefix=b"", extra_headers=b"")
+        proxy = proxy_for(scheme, host, port)
+        extra, prefix = b"accept-encoding: gzip\r\n", b""
+        if proxy is not None and scheme == "http":
+            prefix = b"http://" + host_header
+            if proxy.authorization:
+                extra += _header_line("proxy-authorization", proxy.authorization)
+        return _Route(proxy=proxy, target_prefix=prefix, extra_headers=extra)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -92,6 +151,7 @@ class _Connection(asyncio.Protocol):
         self._reply_began = False
         self._headers_done = False
         self._framed = False  # the reply says where its body ends (Content-Length or chunked), not the connection's end
+        self._encoding: bytes | None = None  # the reply's Content-Encoding
         self._kept: dict[str, str] | None = None  # where the current request wants KEPT_HEADERS
         self._writable: asyncio.Future[None] | None = None  # set while the transport's buffer is full
         self.closed = False
@@ -137,6 +197,8 @@ class _Connection(asyncio.Protocol):
         lower = name.lower()
         if lower in (b"content-length", b"transfer-encoding"):
             self._framed = True
+        elif lower == b"content-encoding":
+            self._encoding = value.strip().lower()
         elif self._kept is not None and lower in KEPT_HEADERS:
             self._kept[lower.decode()] = value.decode("latin-1")
 
@@ -149,10 +211,15 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         reply, self._reply = self._reply, None
         body, self._body = b"".join(self._body), []
+        encoding, self._encoding = self._encoding, None
         self._reply_began = self._headers_done = self._framed = False
         self.reusable = self._parser.should_keep_alive() and not self.closed
-        if reply is not None and not reply.done():
-            reply.set_result((self._parser.get_status_code(), body))
+        if reply is None or reply.done():
+            return
+        try:
+            reply.set_result((self._parser.get_status_code(), _decoded(body, encoding) if encoding else body))
+        except BadReply as exc:
+            reply.set_exception(exc)
 
     # Requests
     def _fail(self, exc: WireError) -> None:
@@ -221,10 +288,63 @@ class _Connection(asyncio.Protocol):
             self._write(b"0\r\n\r\n")
 
 
+class _TunnelOpening(asyncio.Protocol):
+    """A connection to a proxy until the head of its answer to CONNECT has come."""
+
+    def __init__(self) -> None:
+        self.answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._head = b""
+
+    def data_received(self, data: bytes) -> None:
+        self._head += data
+        if b"\r\n\r\n" in self._head and not self.answer.done():
+            self.answer.set_result(self._head)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.answer.done():
+            self.answer.set_exception(ConnectFailed(str(exc or "EOF")))
+
+
+def _refused(proxy: Proxy, what: str, status: int) -> ProxyRefused:
+    why = (" Proxy Authentication Required: the credentials in the proxy URL are missing or wrong" if status == 407
+           else "")
+    return ProxyRefused(f"proxy {proxy.display} refused {what}: HTTP {status}{why}", status=status)
+
+
+async def _tunnel(proxy: Proxy, host: str, port: int, tls: ssl.SSLContext) -> _Connection:
+    """A TLS connection to host:port through `proxy`: CONNECT, then TLS with the endpoint inside the tunnel."""
+    loop = asyncio.get_running_loop()
+    raw, opening = await loop.create_connection(_TunnelOpening, proxy.host, proxy.port)
+    try:
+        authority = (f"[{host}]:{port}" if ":" in host else f"{host}:{port}").encode()
+        auth = _header_line("proxy-authorization", proxy.authorization) if proxy.authorization else b""
+        raw.write(b"CONNECT %s HTTP/1.1\r\nhost: %s\r\n%s\r\n" % (authority, authority, auth))
+        try:
+            answer = await opening.answer
+        except ConnectFailed as exc:
+            raise ConnectFailed(f"proxy {proxy.display} closed the connection before answering CONNECT "
+                                f"{authority.decode()} ({exc})") from None
+        status_line = answer.split(b"\r\n", 1)[0].split(b" ", 2)
+        if len(status_line) < 2 or not status_line[1].isdigit():
+            raise BadReply(f"proxy {proxy.display} answered CONNECT {authority.decode()} with malformed HTTP")
+        if not 200 <= int(status_line[1]) < 300:
+            raise _refused(proxy, f"CONNECT {authority.decode()}", int(status_line[1]))
+        connection = _Connection()
+        transport = await loop.start_tls(raw, connection, tls, server_hostname=host)
+    except BaseException:
+        raw.abort()
+        raise
+    if transport is None:
+        raise ConnectFailed(f"TLS to {host}:{port} through proxy {proxy.display} did not start")
+    connection.connection_made(transport)  # start_tls hands the transport over without calling it
+    return connection
+
+
 class ConnectionPool:
     """Keep-alive connections per origin, at most `limit` open at once, each reused while it is idle for less than
     `keepalive_s` (below a server's own keep-alive, uvicorn's 5 s, so a server never closes one under a request).
-    Bound to the event loop that first uses it."""
+    Bound to the event loop that first uses it. Each origin's route (direct or through a proxy) is worked out from
+    the environment on its first request (nemo_gym.proxies), and kept for the pool's life."""
 
     def __init__(self, *, limit: int, keepalive_s: float, connect_timeout_s: float) -> None:
         self._slots = asyncio.Semaphore(limit)
@@ -233,6 +353,7 @@ class ConnectionPool:
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._open: set[_Connection] = set()
         self._tls: ssl.SSLContext | None = None
+        self._routes: dict[tuple[str, str, int], _Route] = {}
 
     async def request(self, method: str, url: str, headers: dict[str, str] | None, body: Body,
                       timeout_s: float, reply_headers: dict[str, str] | None = None) -> tuple[int, bytes]:
@@ -240,7 +361,11 @@ class ConnectionPool:
         the request and receiving its reply took longer than `timeout_s`). The reply's KEPT_HEADERS, if any, go to
         `reply_headers`."""
         origin, target, host = _split(url)
-        lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method.encode(), target, host)]
+        route = self._routes.get(origin)
+        if route is None:
+            route = self._routes[origin] = _Route.of(origin, host)
+        lines = [b"%s %s%s HTTP/1.1\r\nhost: %s\r\n%s" % (method.encode(), route.target_prefix, target, host,
+                                                           route.extra_headers)]
         lines.extend(_header_line(name, value) for name, value in (headers or {}).items())
         if body is None:
             lines.append(b"content-length: 0\r\n\r\n" if method in ("POST", "PUT", "PATCH") else b"\r\n")
@@ -250,12 +375,20 @@ class ConnectionPool:
             lines.append(b"transfer-encoding: chunked\r\n\r\n")
         head = b"".join(lines)
         async with self._slots:
-            connection = await self._connection(origin)
+            connection = await self._connection(origin, route.proxy)
             try:
                 status, reply = await connection.exchange(head, body, timeout_s, reply_headers)
+            except WireError as exc:
+                self._drop(connection)
+                if route.proxy is None:
+                    raise
+                raise type(exc)(f"{exc}, through proxy {route.proxy.display}") from None
             except BaseException:  # a timeout, a failure, a cancelled caller: the connection's state is unknown
                 self._drop(connection)
                 raise
+            if status == PROXY_AUTHENTICATION_REQUIRED and route.proxy is not None:
+                self._drop(connection)
+                raise _refused(route.proxy, f"the request to {host.decode()}", status)
             if connection.reusable and not connection.closed:
                 connection.idle_since = time.monotonic()
                 self._idle.setdefault(origin, []).append(connection)
@@ -267,7 +400,7 @@ class ConnectionPool:
         connection.abort()
         self._open.discard(connection)
 
-    async def _connection(self, origin: tuple[str, str, int]) -> _Connection:
+    async def _connection(self, origin: tuple[str, str, int], proxy: Proxy | None) -> _Connection:
         idle = self._idle.get(origin)
         now = time.monotonic()
         while idle:
@@ -279,14 +412,21 @@ class ConnectionPool:
         tls = None
         if scheme == "https":
             tls = self._tls = self._tls or ssl.create_default_context()
+        where = f"{host}:{port}" if proxy is None else f"proxy {proxy.display} for {host}:{port}"
+        loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(self._connect_timeout_s):
-                _, connection = await asyncio.get_running_loop().create_connection(
-                    _Connection, host, port, ssl=tls, server_hostname=host if tls else None)
+            async with asyncio.timeout(self._connect_timeout_s):  # the tunnel and both TLS handshakes included
+                if proxy is None:
+                    _, connection = await loop.create_connection(_Connection, host, port, ssl=tls,
+                                                                 server_hostname=host if tls else None)
+                elif tls is None:
+                    _, connection = await loop.create_connection(_Connection, proxy.host, proxy.port)
+                else:
+                    connection = await _tunnel(proxy, host, port, tls)
         except TimeoutError:
-            raise ConnectFailed(f"no connection to {host}:{port} within {self._connect_timeout_s:g} s") from None
+            raise ConnectFailed(f"no connection to {where} within {self._connect_timeout_s:g} s") from None
         except OSError as exc:
-            raise ConnectFailed(f"cannot connect to {host}:{port}: {exc}") from None
+            raise ConnectFailed(f"cannot connect to {where}: {exc}") from None
         self._open.add(connection)
         return connection
 
