@@ -8,7 +8,7 @@ what NeMo Gym's tools read.
 """
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 from nemo_gym.run_format import MODEL_CALLS
@@ -69,7 +69,16 @@ def _detail(usage: dict[str, Any], group: str, name: str) -> int | None:
     return _count(details.get(name)) if isinstance(details, dict) else None
 
 
-def usage_counts(usage: Any) -> dict[str, int | None]:
+class UsageCounts(TypedDict):
+    """A call's token counts, as `ModelCall` names them; None where the endpoint reports none."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    reasoning_tokens: int | None
+
+
+def usage_counts(usage: Any) -> UsageCounts:
     """Token counts of an endpoint's `usage`, in Chat Completions' names (prompt_tokens, completion_tokens and
     their details) or the Responses API's (input_tokens, output_tokens, ...); None where it reports none."""
     if not isinstance(usage, dict):

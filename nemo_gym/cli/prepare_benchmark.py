@@ -42,7 +42,7 @@ def main_args(argv: list[str]) -> int:
     command_line = next(source.cfg for source in config.sources if source.name == COMMAND_LINE)
     settings = build(PrepareSettings, config.values)
     benchmark = find_benchmark(settings.benchmark)
-    options = {str(key): config.values[key] for key in command_line if key not in OWN_KEYS}
+    options = {key: config.values[key] for key in map(str, command_line) if key not in OWN_KEYS}
     prepared = prepare_benchmark(benchmark, Path(settings.output_dir) if settings.output_dir else None, options)
     print(f"prepared {benchmark.name}: {prepared.rows} rows in {shown(prepared.path)}")
     return 0

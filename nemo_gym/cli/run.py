@@ -47,6 +47,7 @@ def main_args(argv: list[str]) -> int:
         print("all servers healthy; Ctrl-C to stop", flush=True)
         while (dead := supervisor.exited()) is None:
             time.sleep(0.5)
+        assert dead.popen is not None, "exited() finds started processes only"
         print(f"error: server '{dead.spec.name}' exited with code {dead.popen.returncode}; log {dead.log_path}",
               file=sys.stderr)
         return EXIT_DOWNSTREAM

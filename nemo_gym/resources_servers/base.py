@@ -21,7 +21,7 @@ of the rollout (from the session header), to find its state with `self.session_s
 import inspect
 import time
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from starlette.requests import Request
 from starlette.routing import Route
@@ -66,7 +66,8 @@ class ResourcesSettings(ServerSettings):
 class ResourcesServer(BaseServer):
     """Override `verify`; optionally `seed_session`, `compute_metrics`, `key_metrics`; add tools with `@tool`."""
 
-    Settings = ResourcesSettings
+    Settings: ClassVar[type[ResourcesSettings]] = ResourcesSettings  # subclasses narrow it
+    settings: ResourcesSettings
 
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         super().__init__(spec, head_url)

@@ -24,7 +24,7 @@ the one retry budget (docs/architecture.md, "Retry budget").
 
 import time
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -88,7 +88,8 @@ class AgentSettings(ServerSettings):
 class AgentServer(BaseServer):
     """Serves `POST /run`, `POST /v1/responses` and `POST /aggregate_metrics` around a subclass's `run_loop`."""
 
-    Settings = AgentSettings
+    Settings: ClassVar[type[AgentSettings]] = AgentSettings  # subclasses narrow it
+    settings: AgentSettings
     stateless = True  # a rollout's state lives in the resources server, keyed by the session id it is given
 
     async def startup(self) -> None:

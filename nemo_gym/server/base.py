@@ -164,8 +164,26 @@ class BaseServer:
         self.config = spec.settings
         self.settings = server_settings(type(self), spec)
         self.head_url = head_url
-        self.http: HttpClient | None = None
-        self.servers: ServerClient | None = None
+        self._http_client: HttpClient | None = None
+        self._server_client: ServerClient | None = None
+
+    @property
+    def http(self) -> HttpClient:
+        """The client this server calls others with; it exists between startup and shutdown."""
+        if self._http_client is None:
+            raise RuntimeError(f"server '{self.name}': its HTTP client opens when the server starts")
+        return self._http_client
+
+    @property
+    def servers(self) -> ServerClient:
+        """The other servers of the config, by name (through the head server); it exists once the server starts."""
+        if self._server_client is None:
+            raise RuntimeError(f"server '{self.name}': other servers are reachable once it starts with a head URL")
+        return self._server_client
+
+    @servers.setter
+    def servers(self, servers: ServerClient) -> None:
+        self._server_client = servers
 
     def routes(self) -> list[Route]:
         return []
@@ -190,12 +208,12 @@ class BaseServer:
     async def _lifespan(self, app: Starlette):
         # One attempt per call (HttpClient's default): a server calls others on behalf of a rollout, whose one retry
         # budget is the collector's (docs/architecture.md, "Retry budget"); a retry here would multiply it.
-        self.http = HttpClient(
+        self._http_client = HttpClient(
             connect_timeout_s=self.settings.connect_timeout_s,
             read_timeout_s=self.settings.read_timeout_s,
         )
         if self.head_url:
-            self.servers = ServerClient(self.head_url, self.http)
+            self._server_client = ServerClient(self.head_url, self._http_client)
         await self.startup()
         try:
             with serving_pace():

@@ -32,6 +32,7 @@ def _import_entrypoint(spec: ServerSpec, entrypoint: str | None) -> ModuleType:
             raise ConfigError(f"server '{spec.name}': entrypoint {entrypoint} is not a file "
                               f"(relative paths are relative to the directory ng_run runs in: {Path.cwd()})")
         module_spec = importlib.util.spec_from_file_location(f"ng_server_{spec.name}", entrypoint)
+        assert module_spec is not None and module_spec.loader is not None, "a .py file always has a loader"
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
         return module
@@ -72,6 +73,7 @@ def main() -> None:
     head_url = os.environ.get(HEAD_URL_ENV)
     server = cls(spec, head_url=head_url)
     host, port = server.settings.host, server.settings.port  # the supervisor has given every server its port
+    assert port is not None, "the supervisor sets every server's port"
     if server.worker_count == 1:
         server.serve(host, port)
         return

@@ -170,9 +170,11 @@ class Supervisor:
         next_progress = time.monotonic() + PROGRESS_EVERY_S
         while pending:
             if time.monotonic() >= next_progress:
-                say(waiting_line([self.starting(name) for name in pending], len(self.processes)))
+                starting = [found for name in pending if (found := self.starting(name)) is not None]
+                say(waiting_line(starting, len(self.processes)))
                 next_progress = time.monotonic() + PROGRESS_EVERY_S
             for name, proc in list(pending.items()):
+                assert proc.popen is not None, "start() has started every process"
                 code = proc.popen.poll()
                 if code is not None:
                     raise ServerStartError(
@@ -204,7 +206,7 @@ class Supervisor:
     def stop(self) -> None:
         """SIGTERM every process group, wait, then SIGKILL what is left. Safe to call twice."""
         stop_process_groups([p.popen for p in self.processes if p.popen], STOP_GRACE_S)
-        if self._head:
+        if self._head and self._head_thread:  # both are set together
             self._head.should_exit = True
             self._head_thread.join(timeout=5)
             self._head = None

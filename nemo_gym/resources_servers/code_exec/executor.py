@@ -145,7 +145,8 @@ class Executor:
         passed_fds = (status_write, program_fd) + ((seccomp_fd,) if seccomp_fd is not None else ())
         started = time.monotonic()
         try:
-            env = {} if self.sandboxed else {**SANDBOX_ENV, "HOME": workdir, "TMPDIR": workdir}
+            # Only an unsandboxed program has a workdir (a temporary folder): the sandbox makes its own home.
+            env: dict[str, str] = {} if workdir is None else {**SANDBOX_ENV, "HOME": workdir, "TMPDIR": workdir}
             proc = await asyncio.create_subprocess_exec(
                 *self._command(status_write, program_fd, seccomp_fd, uid), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, pass_fds=passed_fds,
@@ -189,6 +190,7 @@ class Executor:
         tail = output.result() if output.done() and not output.cancelled() else b""
         reported = status_bytes.result() if status_bytes.done() and not status_bytes.cancelled() else b""
         was_started, report = _parse_status(reported, nonce)
+        assert proc.returncode is not None, "the process has been waited for"
         end = ProcessEnd(returncode=proc.returncode, started=was_started, report=report, timed_out=timed_out,
                          output_over_limit=over_limit.is_set())
         outcome, detail = classify(end, self.limits.timeout_s, self.limits.max_output_bytes)
@@ -197,6 +199,7 @@ class Executor:
     async def _capture(self, proc: asyncio.subprocess.Process, over_limit: asyncio.Event) -> bytes:
         """Read the output to its end, keeping the tail; past the cap, kill the group (and keep draining)."""
         tail, total = bytearray(), 0
+        assert proc.stdout is not None, "started with stdout=PIPE"
         while chunk := await proc.stdout.read(_CHUNK):
             total += len(chunk)
             tail += chunk

@@ -42,7 +42,8 @@ def _drop_to(uid: int) -> None:
 
 def _print_traceback(exc: BaseException) -> None:
     """The traceback from the program's first frame on (the launcher's own frame is noise)."""
-    traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+    frames = exc.__traceback__
+    traceback.print_exception(type(exc), exc, frames.tb_next if frames else None)
 
 
 def _run(source: str) -> tuple[str, str]:

@@ -85,6 +85,7 @@ def question_of(row: dict[str, Any]) -> str:
 
 class JudgeResourcesServer(ResourcesServer):
     Settings = JudgeSettings
+    settings: JudgeSettings
 
     async def ask_judge(self, prompt: str) -> str:
         """The judge model's text for `prompt` (one call to its /v1/responses); JudgeFailed if the call fails."""
@@ -135,11 +136,11 @@ class JudgeResourcesServer(ResourcesServer):
         for error in failed:
             if not isinstance(error, JudgeFailed):
                 raise error
+        done = [result for result in results if not isinstance(result, BaseException)]
         if failed:
-            done = [result for result in results if not isinstance(result, BaseException)]
             return failed_verification(FailureClass.JUDGE_ERROR, "; ".join(map(str, failed)), judge_evaluations=done)
-        verdicts = {evaluation["order"]: evaluation["verdict"] for evaluation in results}
-        scores = {"judge_evaluations": results, "reward": 1.0 if all(verdicts.values()) else 0.0}
+        verdicts = {evaluation["order"]: evaluation["verdict"] for evaluation in done}
+        scores = {"judge_evaluations": done, "reward": 1.0 if all(verdicts.values()) else 0.0}
         if self.settings.mode == "equivalence":
             scores.update(judge_expected_first=verdicts["expected_first"], judge_answer_first=verdicts["answer_first"],
                           judge_orders_agree=verdicts["expected_first"] == verdicts["answer_first"])

@@ -35,6 +35,7 @@ class MathSettings(ResourcesSettings):
 
 class MathResourcesServer(ResourcesServer):
     Settings = MathSettings
+    settings: MathSettings
 
     async def startup(self) -> None:
         self._pool = VerifyPool(self.settings.verify_workers, self.settings.verify_timeout_s)

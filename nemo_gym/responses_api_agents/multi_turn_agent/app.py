@@ -47,6 +47,7 @@ class MultiTurnAgent(AgentServer):
     """Model turn -> `/step` -> observation, until terminated, a full context or `max_turns`."""
 
     Settings = MultiTurnAgentSettings
+    settings: MultiTurnAgentSettings
 
     async def startup(self) -> None:
         await super().startup()

@@ -52,6 +52,7 @@ class SimpleAgent(AgentServer):
     """The model/tool loop between seed_session and verify."""
 
     Settings = SimpleAgentSettings
+    settings: SimpleAgentSettings
 
     async def startup(self) -> None:
         await super().startup()

@@ -45,6 +45,7 @@ class LocalVLLMModelServer(VLLMModelServer):
     """Owns one vLLM subprocess on a free loopback port and serves through it."""
 
     Settings = LocalVLLMModelSettings
+    settings: LocalVLLMModelSettings
     stateless = False  # each process would start a vLLM of its own
 
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
@@ -79,12 +80,12 @@ class LocalVLLMModelServer(VLLMModelServer):
         self._vllm = subprocess.Popen(
             command, env=env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent
         )
-        self._watch = asyncio.create_task(self._watch_vllm())
+        self._watch = asyncio.create_task(self._watch_vllm(self._vllm))
 
-    async def _watch_vllm(self) -> None:
+    async def _watch_vllm(self, vllm: subprocess.Popen) -> None:
         """Mark ready once vLLM answers /v1/models; exit this server if vLLM dies, since it can serve nothing."""
         started = asyncio.get_running_loop().time()
-        while self._vllm.poll() is None:
+        while vllm.poll() is None:
             if not self._ready:
                 try:
                     await self.http.get_json(f"{self.base_urls[0]}/models", timeout_s=5)
@@ -93,7 +94,7 @@ class LocalVLLMModelServer(VLLMModelServer):
                 except RequestFailed:
                     pass
             await asyncio.sleep(1.0)
-        logger.error("vLLM exited with code %s; stopping this server", self._vllm.returncode)
+        logger.error("vLLM exited with code %s; stopping this server", vllm.returncode)
         # A non-zero exit is what tells ng_run (during start-up or later) that this server failed.
         os._exit(1)
 

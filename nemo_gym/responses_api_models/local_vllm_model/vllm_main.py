@@ -27,7 +27,8 @@ def hide_broken_torch_companions() -> list[str]:
         except Exception:  # noqa: BLE001 - built for another torch: it raises whatever its native loader raises
             for loaded in [module for module in sys.modules if module == name or module.startswith(f"{name}.")]:
                 del sys.modules[loaded]
-            sys.modules[name] = None
+            # None makes a later import of the name raise ImportError (import system docs; typeshed omits it).
+            sys.modules[name] = None  # type: ignore[assignment]
             hidden.append(name)
     return hidden
 

@@ -42,6 +42,7 @@ class OpenAIModelServer(BaseServer):
     """Forwards requests as they are, with the configured model; no conversion is needed."""
 
     Settings = OpenAIModelSettings
+    settings: OpenAIModelSettings
 
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         super().__init__(spec, head_url)

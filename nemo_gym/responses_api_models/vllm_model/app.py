@@ -24,7 +24,8 @@ import asyncio
 import logging
 import re
 from contextlib import contextmanager
-from typing import Any, Iterator
+from functools import partial
+from typing import Any, ClassVar, Iterator
 
 from starlette.requests import Request
 from starlette.routing import Route
@@ -85,7 +86,8 @@ class VLLMModelServer(BaseServer):
     """Converts Responses requests to Chat Completions and back; a rollout's calls stick to one replica while it
     keeps up (routing.py)."""
 
-    Settings = VLLMModelSettings
+    Settings: ClassVar[type[VLLMModelSettings]] = VLLMModelSettings  # subclasses narrow it
+    settings: VLLMModelSettings
     # The routing state is one table in memory all worker processes share (routing.py); `_closing` is a memo each
     # process rebuilds.
     stateless = True
@@ -125,8 +127,8 @@ class VLLMModelServer(BaseServer):
         """
         for index in self.router.due_probes():
             url = f"{self.base_urls[index]}/models"
-            task = asyncio.get_running_loop().create_task(probe(self.router, index, lambda url=url: self.http.get_json(
-                url, headers=self._headers(), timeout_s=self.settings.connect_timeout_s)))
+            check = partial(self.http.get_json, url, headers=self._headers(), timeout_s=self.settings.connect_timeout_s)
+            task = asyncio.get_running_loop().create_task(probe(self.router, index, check))
             self._probes.add(task)
             task.add_done_callback(self._probes.discard)
         with self.router.routed(request.headers.get(protocol.SESSION_HEADER)) as index:
@@ -188,8 +190,10 @@ class VLLMModelServer(BaseServer):
 
     async def _prompt_length(self, base_url: str, chat_request: dict[str, Any]) -> int:
         """Tokens of the prompt vLLM's chat endpoint will build for `chat_request`."""
-        body = {"model": self.model, "messages": chat_request["messages"], "add_generation_prompt": True,
-                **{key: chat_request[key] for key in ("tools", "chat_template_kwargs") if key in chat_request}}
+        body: dict[str, Any] = {"model": self.model, "messages": chat_request["messages"],
+                                "add_generation_prompt": True,
+                                **{key: chat_request[key] for key in ("tools", "chat_template_kwargs")
+                                   if key in chat_request}}
         reply = await self.http.post_json(f"{base_url.removesuffix('/v1')}/tokenize", body, headers=self._headers(),
                                           timeout_s=self.timeout_s)
         return len(reply["tokens"])
