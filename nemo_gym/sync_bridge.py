@@ -19,4 +19,4 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             return runner.run(coro)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nemo_gym_sync") as pool:
-        return pool.submit(run_sync, coro).result()
+        return pool.submit(lambda: run_sync(coro)).result()

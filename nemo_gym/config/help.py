@@ -42,7 +42,7 @@ def _field_docs(model: type[BaseModel], prefix: str) -> Iterator[FieldDoc]:
         if info.is_required():
             default = "required"
         elif info.default_factory is not None:
-            default = _yaml(info.default_factory())
+            default = _yaml(info.get_default(call_default_factory=True))
         else:
             default = _yaml(info.default if info.default is not PydanticUndefined else None)
         meaning = " ".join((info.description or "").split())

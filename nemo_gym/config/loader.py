@@ -11,7 +11,7 @@ anything starts; an error names the key and the file and line it came from.
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -82,6 +82,12 @@ def _yaml_line(path: Path, dotted_key: str) -> int | None:
         else:
             return None
     return line
+
+
+def plain_dict(cfg: DictConfig, *, resolve: bool = False, throw_on_missing: bool = False) -> dict[str, Any]:
+    """`cfg` as plain Python values. A DictConfig always converts to a dict (omegaconf's signature says any
+    container)."""
+    return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=resolve, throw_on_missing=throw_on_missing))
 
 
 def _has_key(cfg: DictConfig, dotted_key: str) -> bool:
@@ -193,7 +199,9 @@ def load_global_config(argv: Sequence[str] = (), cwd: Path | None = None, requir
     config_paths, sources = _config_files(entries, listed_in, cwd)
     sources += [env, ConfigSource(COMMAND_LINE, cli)]
 
-    raw = OmegaConf.to_container(OmegaConf.merge(*(source.cfg for source in sources)), resolve=False)
+    merged = OmegaConf.merge(*(source.cfg for source in sources))
+    assert isinstance(merged, DictConfig), "merging mappings gives a mapping"
+    raw = plain_dict(merged)
     if config_paths:
         raw[CONFIG_PATHS] = config_paths
     aliases = apply_directives(raw, lambda key: _source_of(sources, key))
@@ -211,15 +219,15 @@ def load_global_config(argv: Sequence[str] = (), cwd: Path | None = None, requir
 def _resolve(merged: DictConfig, sources: list[ConfigSource], aliases: dict[str, list[str]],
              require_complete: bool) -> dict[str, Any]:
     try:
-        return OmegaConf.to_container(merged, resolve=require_complete, throw_on_missing=require_complete)
+        return plain_dict(merged, resolve=require_complete, throw_on_missing=require_complete)
     except MissingMandatoryValue as exc:
-        key = exc.full_key
+        key = exc.full_key or "?"  # always set for these errors
         raise ConfigError(
             f"missing mandatory value '{key}' ({_source_of(sources, key, aliases)} leaves it as ???); "
             f"set it in env.yaml or pass +{key}=..."
         ) from None
     except InterpolationKeyError as exc:
-        key = exc.full_key
+        key = exc.full_key or "?"  # always set for these errors
         wanted = str(exc).splitlines()[0].split("'")[1] if "'" in str(exc) else "?"
         raise ConfigError(
             f"'{key}' ({_source_of(sources, key, aliases)}) uses ${{{wanted}}}, which is not set; "

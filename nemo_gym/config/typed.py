@@ -32,7 +32,8 @@ Text = Annotated[str, BeforeValidator(_number_as_text)]
 """A string; a number given for it (Hydra parses `+name=2024` as one) is taken as its text."""
 FilePath = Annotated[Path, BeforeValidator(_as_path)]
 
-S = TypeVar("S", bound="Settings")
+S = TypeVar("S", bound=BaseModel)
+R = TypeVar("R")
 
 
 def lenient(hint: Any) -> Any:
@@ -155,6 +156,11 @@ def check_unknown_keys(model: type[BaseModel], keys: Iterable[str], mode: Unknow
             raise ConfigError(f"unknown option {name(key)}{located} (known: {', '.join(name(f) for f in fields)})")
 
 
+def _in_section(key: str, describe: Callable[[str], R]) -> Callable[[str], R]:
+    """`describe` (a `name` or `where`) for the fields of section `key`, by their dotted key."""
+    return lambda field: describe(f"{key}.{field}")
+
+
 def build(model: type[S], values: Mapping[str, Any], *, name: Callable[[str], str] = _plus,
           where: Callable[[str], str | None] = nowhere, unknown: UnknownKeys = "ignore",
           also_known: Iterable[str] = (), label: str = "", **extra: Any) -> S:
@@ -167,8 +173,8 @@ def build(model: type[S], values: Mapping[str, Any], *, name: Callable[[str], st
     for key, value in data.items():
         section = section_model(model.model_fields[key].annotation)
         if section is not None and isinstance(value, Mapping):
-            data[key] = build(section, value, name=lambda field, key=key: name(f"{key}.{field}"),
-                              where=lambda field, key=key: where(f"{key}.{field}"), unknown=unknown)
+            data[key] = build(section, value, name=_in_section(key, name), where=_in_section(key, where),
+                              unknown=unknown)
     data.update(extra)
     try:
         return model.model_validate(data)

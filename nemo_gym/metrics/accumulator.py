@@ -237,9 +237,9 @@ class AgentAccumulator:
         metrics.update(self._reference.metrics(n, c, tasks))
         for k in k_ladder(self._largest_task)[1:]:
             if k in self._majority:
-                score_sum, used = self._majority[k]
-                metrics[f"majority@{k}"] = score_sum / used
-                metrics[f"majority@{k}/num_tasks"] = float(used)
+                score_sum, scored = self._majority[k]
+                metrics[f"majority@{k}"] = score_sum / scored
+                metrics[f"majority@{k}/num_tasks"] = float(scored)
         if self._categories is not None:
             categories = sorted(self._categories.items())
             low, high = bootstrap_ci_of_categories(np.array([total for (total, _), _ in categories]),

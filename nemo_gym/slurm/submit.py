@@ -27,7 +27,7 @@ from pydantic import Field
 from nemo_gym.cli.common import CommandHelp, run_cli
 from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.config import load_global_config
-from nemo_gym.config.loader import parse_overrides
+from nemo_gym.config.loader import parse_overrides, plain_dict
 from nemo_gym.config.redact import is_secret_key
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.config.typed import Settings, Text, build
@@ -132,7 +132,7 @@ def parse_request(argv: list[str]) -> SubmitRequest:
                 print(f"warning: +{key} is copied into the job scripts (which Slurm keeps); "
                       f"put secrets in env.yaml in the working directory instead", file=sys.stderr)
             forwarded.append(token)
-    own_settings = build(SubmitSettings, OmegaConf.to_container(own), unknown="error")
+    own_settings = build(SubmitSettings, plain_dict(own), unknown="error")
     return SubmitRequest(
         run_dir=Path(own_settings.run_dir).resolve(),
         num_shards=own_settings.num_shards,
@@ -323,7 +323,7 @@ def submit_new(request: SubmitRequest) -> dict[str, Any]:
         path.write_text(text)
         path.chmod(0o700)  # they hold the command line; only the submitting user reads them
     print(f"job scripts: {layout.collect_script}, {layout.aggregate_script}")
-    record = {
+    record: dict[str, Any] = {
         "num_shards": request.num_shards,
         "dependency": request.slurm.dependency,
         "max_parallel": request.slurm.max_parallel,

@@ -166,8 +166,8 @@ def build_index(files: list[Path], directory: Path, say: Callable[[str], None] =
             "version": INDEX_VERSION, "files": [str(p) for p in files + builder.extra_files],
             "rollout_files": len(files), "rows": builder.rows.rows, "tasks": builder.tasks.rows,
             "failures": sum(sum(c.values()) for c in builder.failed_by_agent.values()),
-            "duplicates": stats.duplicates, "agents": sorted(builder.agents, key=builder.agents.get),
-            "failure_classes": sorted(builder.classes, key=builder.classes.get),
+            "duplicates": stats.duplicates, "agents": sorted(builder.agents, key=builder.agents.__getitem__),
+            "failure_classes": sorted(builder.classes, key=builder.classes.__getitem__),
             "failures_by_agent": {agent: dict(counts) for agent, counts in builder.failed_by_agent.items()},
             "build_seconds": round(time.monotonic() - started, 3),
         }

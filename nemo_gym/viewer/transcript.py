@@ -98,13 +98,17 @@ def transcript(row: dict[str, Any], failed: bool = False) -> Transcript:
                           notes=["this rollout failed: no transcript was recorded, only the failure"])
     call_names: dict[str, str] = {}
     items: list[Item] = []
-    params = row.get("responses_create_params") if isinstance(row.get("responses_create_params"), dict) else {}
+    params = row.get("responses_create_params")
+    if not isinstance(params, dict):
+        params = {}
     if isinstance(params.get("instructions"), str) and params["instructions"]:
         items.append(Item("message", "system", params["instructions"], part="prompt"))
     prompt = params.get("input")
     for raw in [prompt] if isinstance(prompt, str) else prompt if isinstance(prompt, list) else []:
         items.append(_item(raw, "prompt", call_names))
-    response = row.get("response") if isinstance(row.get("response"), dict) else {}
+    response = row.get("response")
+    if not isinstance(response, dict):
+        response = {}
     for raw in response.get("output") or []:
         items.append(_item(raw, "output", call_names))
     notes = []
