@@ -7,8 +7,8 @@ right after joining each rank issues a one-element float32 all-reduce, which eve
 else. Then, unpacked (`packed: false`), the trainer broadcasts each tensor from rank 0 in the order of the update's
 names, and the workers load each one as it arrives.
 
-`torch.cuda.nccl` is PyTorch's own binding of those NCCL calls (unique id, communicator init, all-reduce and
-broadcast on a given communicator); its broadcast always roots at rank 0, which is the trainer's rank here.
+The NCCL calls go through nccl_lib (ctypes on the libnccl PyTorch ships; `torch.cuda.nccl` fails on current
+Pythons).
 """
 
 import base64
@@ -16,13 +16,8 @@ from typing import Any, Optional
 
 import torch
 
+from nemo_gym.experience.generation.nccl_lib import NcclCommunicator, unique_id
 from nemo_gym.experience.generation.weight_source import TensorMeta, WeightSource, checked_tensors
-
-
-def _nccl() -> Any:
-    import torch.cuda.nccl as nccl  # a submodule that is not imported with torch
-
-    return nccl
 
 
 class NcclTrainerGroup:
@@ -35,19 +30,18 @@ class NcclTrainerGroup:
             raise RuntimeError("the nccl weight transport needs a CUDA device in the trainer's process")
         self.world_size = world_size
         self.device = torch.device("cuda", torch.cuda.current_device())
-        self._unique_id: bytes = _nccl().unique_id()
-        self._comm: Optional[Any] = None
+        self._unique_id: bytes = unique_id()
+        self._comm: Optional[NcclCommunicator] = None
 
     def init_info(self) -> dict[str, Any]:
         return {"nccl_unique_id_b64": base64.b64encode(self._unique_id).decode("ascii"), "rank_offset": 1,
                 "world_size": self.world_size, "packed": False}
 
     def connect(self) -> None:
-        nccl = _nccl()
         with torch.cuda.device(self.device):
-            comm = nccl.init_rank(self.world_size, self._unique_id, 0)
+            comm = NcclCommunicator(self.world_size, self._unique_id, 0)
             warm_up = torch.zeros(1, dtype=torch.float32, device=self.device)
-            nccl.all_reduce([warm_up], comms=[comm])  # the handshake vLLM's communicator makes right after joining
+            comm.all_reduce_sum(warm_up)  # the handshake vLLM's communicator makes right after joining
             torch.cuda.synchronize(self.device)
         self._comm = comm
 
@@ -56,14 +50,15 @@ class NcclTrainerGroup:
         device; returns once all have left, with the bytes sent to each worker."""
         if self._comm is None:
             raise RuntimeError("connect() the trainer's NCCL group before sending")
-        nccl = _nccl()
         sent = 0
         with torch.cuda.device(self.device):
             for meta, tensor in checked_tensors(source, metas):
-                nccl.broadcast([tensor.to(self.device)], root=0, comms=[self._comm])
+                self._comm.broadcast(tensor.to(self.device).contiguous(), root=0)
                 sent += meta.nbytes
             torch.cuda.synchronize(self.device)
         return sent
 
     def close(self) -> None:
-        self._comm = None
+        if self._comm is not None:
+            comm, self._comm = self._comm, None
+            comm.close()
