@@ -31,6 +31,9 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "aggregate": ("aggregation time and peak RSS, 100k vs 1M rollouts, one file vs 4 shards", False),
     "http_clients": ("agent->model call at 1024 concurrent: aiohttp (ours) vs httpx", False),
     "nemo_gym_reference": ("NeMo Gym 0.4.0 vs nemo_gym on the same stub model, environment, rows, concurrency", False),
+    "hosted_api": ("NeMo Gym 0.4.0 vs nemo_gym against a rate-limited stub hosted API (429 + Retry-After, lognormal "
+                   "latencies): goodput over the allowed rate, 429s and requests per rollout, a wrong model name",
+                   False),
     "main_command": ("the README's main command (vLLM start + collection + stop), wall time", False),
     "saturation": ("real vLLM: full stack vs a direct client, same requests (its own vLLM)", False),
     "fleet": ("simulated H100 vLLM replicas (1, 8, 32): slot utilization at 256 in flight, the best fixed level and the "

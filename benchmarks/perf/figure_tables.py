@@ -287,6 +287,43 @@ def nemo_gym_reference(r: Report) -> str:
     return "\n".join(out)
 
 
+def hosted_api(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    settings, stub = r["settings"], r["settings"]["stub"]
+    out = [f"Stub hosted API: {stub['requests_per_minute']:,} requests and {stub['tokens_per_minute']:,} tokens a "
+           f"minute (a burst of {stub['burst_s']:g} s of each), latencies lognormal with a median of "
+           f"{stub['latency_median_s']:g} s, time scale {stub['time_scale']:g}; {settings['rows']:,} weather rollouts "
+           f"of {settings['calls_per_rollout']} model calls, at most {settings['concurrency']} in flight. Goodput: "
+           f"{settings['goodput']}. Source: {source(r)}.", "",
+           "| run | goodput | 429s per rollout | requests per model call | rollout attempts per rollout | "
+           "failed rollouts | first rollout after | wall |", "|---|---|---|---|---|---|---|---|"]
+    labels = {"ours_limits_configured": "nemo_gym, limits configured", "ours_limits_learned": "nemo_gym, limits "
+              "learned (none configured)", "nemo_gym_0_4_0": "NeMo Gym 0.4.0"}
+    def given(value: float | None, digits: int, unit: str = "") -> str:
+        return "n/a" if value is None else f"{value:.{digits}f}{unit}"
+
+    for name, label in labels.items():
+        run = r["runs"][name]
+        out.append(f"| {label} | **{given(run['goodput_after_first_minute'], 3)}** | "
+                   f"{given(run['requests_429_per_rollout'], 3)} | {given(run['endpoint_requests_per_model_call'], 3)} | "
+                   f"{given(run.get('rollout_attempts_per_rollout'), 3)} | {run['failed_rollouts']} | "
+                   f"{given(run['time_to_first_rollout_s'], 1, ' s')} | {run['wall_s']:.0f} s |")
+    out += ["", "A wrong model name (the stub renamed under the running stacks):", "",
+            "| collector | stopped after | exit status | requests sent | files written | stderr lines | last line |",
+            "|---|---|---|---|---|---|---|"]
+    names = {"ours_ng_collect_rollouts": "nemo_gym ng_collect_rollouts",
+             "ours_ng_e2e_collect_rollouts": "nemo_gym ng_e2e_collect_rollouts",
+             "nemo_gym_0_4_0": "NeMo Gym 0.4.0 ng_collect_rollouts"}
+    for name, label in names.items():
+        run = r["wrong_model_name"][name]
+        last = run["stderr_last_line"].replace("|", "\\|")
+        out.append(f"| {label} | {run['seconds_until_stopped']:.1f} s | {run['exit_status']} | "
+                   f"{run['requests_sent']:,} | {'yes' if run['files_written'] else 'no'} | {run['stderr_lines']} | "
+                   f"`{last[:160]}` |")
+    return "\n".join(out)
+
+
 def aggregate(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
@@ -562,6 +599,7 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "saturation": ("saturation", saturation),
     "http_clients": ("http_clients", http_clients),
     "nemo_gym_reference": ("nemo_gym_reference", nemo_gym_reference),
+    "hosted_api": ("hosted_api", hosted_api),
     "aggregate": ("aggregate", aggregate),
     "experience": ("experience", experience),
     "async_collector": ("async_collector", async_collector),
