@@ -44,7 +44,7 @@ class BatchedDataDict(dict, Generic[T]):
     def repeat_interleave(self, num_repeats: int) -> "BatchedDataDict[T]":
         """Each row `num_repeats` times in a row: [a, b] -> [a, a, b, b]. List rows are deep-copied so repeats
         never share mutable state (a message log appended to by one generation must not grow in its siblings)."""
-        out = BatchedDataDict()
+        out: BatchedDataDict[T] = BatchedDataDict()
         for key, column in self.items():
             if isinstance(column, torch.Tensor):
                 out[key] = column.repeat_interleave(num_repeats, dim=0)
@@ -58,7 +58,7 @@ class BatchedDataDict(dict, Generic[T]):
         """Rows of all `batches` in order. 2-D tensors of different widths are right-padded with
         `pad_value_dict[key]` (0 by default) to the widest before concatenating."""
         pad_value_dict = pad_value_dict or {}
-        out = cls()
+        out: BatchedDataDict[T] = cls()
         if not batches:
             return out
         for key in batches[0]:

@@ -61,7 +61,9 @@ class RemoteEnvironment(EnvironmentInterface):
     async def step(self, message_log_batch: list[list[dict[str, str]]],
                    metadata: list[Optional[dict[str, Any]]]) -> EnvironmentReturn:
         future = self.handle.step.remote(message_log_batch, metadata)
-        return await _resolve(future, self.resolve, f"actor {type(self.handle).__name__}")
+        # What the actor sent back; the step's caller checks it (as_environment_return).
+        reply: EnvironmentReturn = await _resolve(future, self.resolve, f"actor {type(self.handle).__name__}")
+        return reply
 
 
 def as_environment_return(result: Any, where: str, size: int) -> EnvironmentReturn:
@@ -73,17 +75,17 @@ def as_environment_return(result: Any, where: str, size: int) -> EnvironmentRetu
             raise EnvironmentStepError(f"{where} returned {type(result).__name__}, not an EnvironmentReturn "
                                        f"({', '.join(_FIELDS)})")
         result = EnvironmentReturn(*result)
-    result = result._replace(
+    checked: EnvironmentReturn = result._replace(
         next_stop_strings=[None] * size if result.next_stop_strings is None else list(result.next_stop_strings),
         answers=[None] * size if result.answers is None else list(result.answers))
     for name in _FIELDS:
-        got = len(getattr(result, name))
+        got = len(getattr(checked, name))
         if got != size:
             raise EnvironmentStepError(f"{where} returned {got} {name} for {size} samples")
-    if torch.as_tensor(result.rewards).dim() != 1:
-        raise EnvironmentStepError(f"{where} returned rewards of shape {tuple(torch.as_tensor(result.rewards).shape)}"
+    if torch.as_tensor(checked.rewards).dim() != 1:
+        raise EnvironmentStepError(f"{where} returned rewards of shape {tuple(torch.as_tensor(checked.rewards).shape)}"
                                    f"; one reward per sample is needed (sum the components of a multi-part reward)")
-    return result
+    return checked
 
 
 async def step_environment(env: Any, message_log_batch: list, metadata: list, where: str) -> EnvironmentReturn:

@@ -32,7 +32,7 @@ class NumberGuessEnvironment(EnvironmentInterface):
         return environment_return(
             observations=[{"role": "user", "content": turn.observation} for turn in turns],
             # Other keys of extra_env_info (a dataset's own fields) are kept.
-            metadata=[{**info, **turn.state} for info, turn in zip(metadata, turns)],
+            metadata=[{**(info or {}), **turn.state} for info, turn in zip(metadata, turns)],  # game_state refused None
             rewards=[turn.reward for turn in turns],
             terminateds=[turn.terminated for turn in turns],
             answers=[None if turn.guess is None else str(turn.guess) for turn in turns],

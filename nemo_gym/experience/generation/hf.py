@@ -77,24 +77,27 @@ class HFGeneration(GenerationInterface):
             device = torch.device(device or "cpu")
             dtype = dtype or (torch.float32 if device.type == "cpu" else torch.bfloat16)
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
-            model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(device)
+            loaded: PreTrainedModel = AutoModelForCausalLM.from_pretrained(model, dtype=dtype)
+            # transformers wraps PreTrainedModel.to with functools.wraps, whose stub loses the bound self.
+            loaded = loaded.to(device)  # type: ignore[arg-type]
         else:
             if tokenizer is None:
                 raise ValueError("HFGeneration: a loaded model needs its tokenizer")
+            loaded = model
             if device is not None or dtype is not None:
-                model = model.to(device=device, dtype=dtype)
+                loaded = loaded.to(device=device, dtype=dtype)  # type: ignore[call-arg]  # as above
         self.config = config
-        self.model: Optional[PreTrainedModel] = model.eval()
+        self.model: Optional[PreTrainedModel] = loaded.eval()
         self.tokenizer = tokenizer
         self.eos_ids = frozenset(_as_id_set(tokenizer.eos_token_id)
-                                 | _as_id_set(getattr(model.generation_config, "eos_token_id", None))
+                                 | _as_id_set(getattr(loaded.generation_config, "eos_token_id", None))
                                  | set(stop_token_ids_of(config)))
         pad = next((p for p in (config.get("pad_token_id"), tokenizer.pad_token_id, tokenizer.eos_token_id)
                     if p is not None), None)
         if pad is None:
             raise ValueError("HFGeneration: no pad_token_id in the config and none in the tokenizer")
         self._pad_token_id = int(pad)
-        self._generator = torch.Generator(device=model.device).manual_seed(seed) if seed is not None else None
+        self._generator = torch.Generator(device=loaded.device).manual_seed(seed) if seed is not None else None
         self._lock = threading.Lock()  # one generation at a time, whichever thread asks
         self._worker: Optional[ThreadPoolExecutor] = None
         self._weight_version = weight_version

@@ -82,7 +82,7 @@ def _whole(data: Mapping[str, Any], key: str) -> int:
     return value
 
 
-def game_state(data: Mapping[str, Any]) -> GameState:
+def game_state(data: Mapping[str, Any] | None) -> GameState:
     """The validated game state held in `data` (an input row or an earlier state); `guesses` defaults to none."""
     if not isinstance(data, Mapping):
         raise InvalidGameError(f"a game state must be a mapping with secret, low and high, got {type(data).__name__}")
