@@ -36,7 +36,7 @@ class _FromGlobal(Settings):
             check_unknown_keys(cls, [str(k) for k in source.cfg.keys()], "near_miss", lambda f: f"+{f}",
                                lambda f: None)
         where = partial(_set_in, config)
-        extra = {} if "head_server_url" in config.values else {"head_server_url": head_server(config.values, where).url}
+        extra: dict[str, Any] = {} if "head_server_url" in config.values else {"head_server_url": head_server(config.values, where).url}
         return build(cls, config.values, where=where, **extra)
 
     @classmethod
@@ -69,11 +69,36 @@ def _slurm_shards() -> tuple[int, int]:
         ) from None
 
 
-class SharedRolloutCollectionConfig(_FromGlobal):
-    """What every collection command shares: where results go, how many run at once, how failures are handled."""
+class _WritesRun(_FromGlobal):
+    """A command that writes a run: its rollouts file and, beside it, the sidecars (nemo_gym.run_files.RunPaths)."""
 
     output_jsonl_fpath: Text
     """The rollouts file (JSONL); its sidecars (_failures.jsonl, _manifest.json, ...) go next to it."""
+
+    @property
+    def output_path(self) -> Path:
+        return Path(self.output_jsonl_fpath)
+
+    @property
+    def run_paths(self) -> RunPaths:
+        return RunPaths(self.output_jsonl_fpath)
+
+    @property
+    def failures_jsonl_fpath(self) -> Path:
+        return self.run_paths.failures
+
+    @property
+    def manifest_fpath(self) -> Path:
+        return self.run_paths.manifest
+
+    @property
+    def aggregate_metrics_fpath(self) -> Path:
+        return self.run_paths.aggregate_metrics
+
+
+class SharedRolloutCollectionConfig(_WritesRun):
+    """What every collection command shares: where results go, how many run at once, how failures are handled."""
+
     num_samples_in_parallel: int | None = Field(DEFAULT_NUM_SAMPLES_IN_PARALLEL, ge=1)
     """The most rollouts in flight at once; null takes the default (NeMo Gym reads null as 'no limit'). With
     adaptive_concurrency the run finds its level below this ceiling; left unset there, the ceiling is 16384."""
@@ -173,6 +198,12 @@ class SharedRolloutCollectionConfig(_FromGlobal):
                 data = {**data, "materialized_jsonl_fpath": RunPaths(output).materialized_inputs}
         return data
 
+    @property
+    def materialized_path(self) -> Path:
+        """+materialized_jsonl_fpath; `_default_materialized_path` has put it beside the output when unset."""
+        assert self.materialized_jsonl_fpath is not None, "filled in from the required +output_jsonl_fpath"
+        return self.materialized_jsonl_fpath
+
     @model_validator(mode="after")
     def _consistent(self) -> "SharedRolloutCollectionConfig":
         if self.output_path.is_dir():
@@ -204,28 +235,8 @@ class SharedRolloutCollectionConfig(_FromGlobal):
         return shards, index
 
     @property
-    def output_path(self) -> Path:
-        return Path(self.output_jsonl_fpath)
-
-    @property
-    def run_paths(self) -> RunPaths:
-        return RunPaths(self.output_jsonl_fpath)
-
-    @property
-    def failures_jsonl_fpath(self) -> Path:
-        return self.run_paths.failures
-
-    @property
-    def manifest_fpath(self) -> Path:
-        return self.run_paths.manifest
-
-    @property
     def collect_log_fpath(self) -> Path:
         return self.run_paths.collect_log
-
-    @property
-    def aggregate_metrics_fpath(self) -> Path:
-        return self.run_paths.aggregate_metrics
 
 
 class RolloutCollectionConfig(SharedRolloutCollectionConfig):
@@ -283,7 +294,7 @@ class RolloutAggregationConfig(_FromGlobal):
         return RunPaths(self.output_jsonl_fpath).aggregate_metrics
 
 
-class RolloutReverificationConfig(_FromGlobal):
+class RolloutReverificationConfig(_WritesRun):
     """Verify the rollouts of a finished run again, without the model: each rollout's response goes back to its
     environment's /verify, and the results form a new run (rollouts, failures, metrics) that resumes like a
     collection.
@@ -296,8 +307,6 @@ class RolloutReverificationConfig(_FromGlobal):
     """The finished run's rollouts file; its _failures.jsonl and _materialized_inputs.jsonl beside it are read too."""
     input_materialized_jsonl_fpath: FilePath | None = None
     """The finished run's materialized inputs, if not beside its rollouts (its +materialized_jsonl_fpath)."""
-    output_jsonl_fpath: Text
-    """The new rollouts file; its sidecars (_failures.jsonl, _manifest.json, ...) go next to it."""
     failed_only: bool = False
     """Verify again only the rollouts whose verification failed (e.g. their judge was down) and copy the others as
     they are; by default every rollout is verified again."""
@@ -332,23 +341,3 @@ class RolloutReverificationConfig(_FromGlobal):
     @property
     def source_materialized_fpath(self) -> Path:
         return Path(self.input_materialized_jsonl_fpath or RunPaths(self.input_jsonl_fpath).materialized_inputs)
-
-    @property
-    def output_path(self) -> Path:
-        return Path(self.output_jsonl_fpath)
-
-    @property
-    def run_paths(self) -> RunPaths:
-        return RunPaths(self.output_jsonl_fpath)
-
-    @property
-    def failures_jsonl_fpath(self) -> Path:
-        return self.run_paths.failures
-
-    @property
-    def manifest_fpath(self) -> Path:
-        return self.run_paths.manifest
-
-    @property
-    def aggregate_metrics_fpath(self) -> Path:
-        return self.run_paths.aggregate_metrics
