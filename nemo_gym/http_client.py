@@ -6,6 +6,12 @@ has one retry budget, held by its outermost layer (docs/architecture.md, "Retry 
 default. Retries, when asked for, back off exponentially with jitter and only follow failures that a retry can fix
 (`nemo_gym.failures.is_retryable`: connection errors, timeouts, 5xx, 429). Whatever still fails raises
 `RequestFailed` carrying a failure class, so callers record the failure instead of guessing at it.
+
+External endpoints (a hosted API, a remote vLLM) go through the proxy HTTPS_PROXY / HTTP_PROXY name unless NO_PROXY
+exempts them (nemo_gym.proxies, the one rule; loopback never), and their gzip answers are decoded. A proxy's refusal
+is `http_4xx` with status 407, a proxy that is down or closes is `connect`; both messages name the proxy by host and
+port and the endpoint, never the credentials. This client does it rather than httpx because httpx spends 34 to 50
+times its CPU per request (benchmarks/results/external_http.json; docs/architecture.md, "External endpoints").
 """
 
 import asyncio

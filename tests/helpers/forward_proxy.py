@@ -156,6 +156,8 @@ class ForwardProxy:
             await self._relay(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:  # our own __aexit__ stopping a tunnel: a cancelled handler task is logged
+            pass
         finally:
             writer.close()
             self._tasks.discard(task)
