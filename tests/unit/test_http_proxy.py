@@ -10,7 +10,7 @@ import gzip
 import logging
 import socket
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Literal
 
 import pytest
 import uvloop
@@ -172,41 +172,27 @@ def _no_secret_in(error: RequestFailed, caplog: pytest.LogCaptureFixture) -> Non
         assert secret not in shown
 
 
+@pytest.mark.parametrize("mode, failure_class, status, says", [
+    ("refuse", FailureClass.HTTP_4XX, 407, "407 Proxy Authentication Required"),  # a wrong credential stays wrong
+    ("close", FailureClass.CONNECT, None, "closed the connection"),
+])
 @pytest.mark.parametrize("scheme, variable", [("https", "HTTPS_PROXY"), ("http", "HTTP_PROXY")])
-def test_a_proxy_that_refuses_is_a_clear_4xx_naming_proxy_and_endpoint(
+def test_a_failing_proxy_is_a_clear_failure_naming_proxy_and_endpoint(
         cert: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, scheme: str,
-        variable: str) -> None:
+        variable: str, mode: Literal["refuse", "close"], failure_class: FailureClass, status: int | None,
+        says: str) -> None:
     caplog.set_level(logging.DEBUG)
 
     async def main() -> tuple[RequestFailed, ForwardProxy]:
-        async with ForwardProxy({}, mode="refuse") as proxy:
+        async with ForwardProxy({}, mode=mode) as proxy:
             monkeypatch.setenv(variable, proxy_url(proxy))
             return await failure(f"{scheme}://api.test/v1/chat/completions"), proxy
 
     error, proxy = asyncio.run(main())
-    assert proxy.seen == 1  # no retry: a wrong credential stays wrong
-    assert error.failure_class == FailureClass.HTTP_4XX and error.status == 407
+    assert proxy.seen == 1  # one attempt: the client retries nothing unless asked
+    assert error.failure_class == failure_class and error.status == status
     message = str(error)
-    assert f"proxy 127.0.0.1:{proxy.port} (from {variable})" in message and "api.test" in message
-    assert "407 Proxy Authentication Required" in message
-    _no_secret_in(error, caplog)
-
-
-@pytest.mark.parametrize("scheme, variable", [("https", "HTTPS_PROXY"), ("http", "HTTP_PROXY")])
-def test_a_proxy_that_closes_is_a_connect_failure_naming_proxy_and_endpoint(
-        cert: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, scheme: str,
-        variable: str) -> None:
-    caplog.set_level(logging.DEBUG)
-
-    async def main() -> tuple[RequestFailed, ForwardProxy]:
-        async with ForwardProxy({}, mode="close") as proxy:
-            monkeypatch.setenv(variable, proxy_url(proxy))
-            return await failure(f"{scheme}://api.test/v1/chat/completions"), proxy
-
-    error, proxy = asyncio.run(main())
-    assert proxy.seen == 1
-    assert error.failure_class == FailureClass.CONNECT
-    assert f"proxy 127.0.0.1:{proxy.port} (from {variable})" in str(error) and "api.test" in str(error)
+    assert f"proxy 127.0.0.1:{proxy.port} (from {variable})" in message and "api.test" in message and says in message
     _no_secret_in(error, caplog)
 
 
