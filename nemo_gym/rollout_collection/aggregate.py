@@ -48,9 +48,10 @@ _RETRY = RetryPolicy(max_attempts=3, backoff_base_s=1.0)
 
 def _agent_of(row: Any, line: bytes) -> str:
     ref = row.get(AGENT_REF) if isinstance(row, dict) else None
-    if not isinstance(ref, dict) or not isinstance(ref.get("name"), str):
+    name = ref.get("name") if isinstance(ref, dict) else None
+    if not isinstance(name, str):
         raise InputDataError(f"rollout row has no agent_ref.name: {line[:200]!r}")
-    return ref["name"]
+    return name
 
 
 def _rows_body(files: Sequence[Path], agent: str, agent_metrics: dict[str, float],
@@ -290,5 +291,6 @@ def merge_shards(files: Sequence[Path], dest: Path) -> MergeStats:
     with replacing_lines(dest) as write:
         for line in iter_unique_lines(files, read, dest.parent):
             write(line)
-            failures.pop(row_key(line), None)
+            if (key := row_key(line)) is not None:
+                failures.pop(key, None)
     return _merged(dest, read, failures)

@@ -19,7 +19,11 @@ from nemo_gym.http_client import HttpClient
 from nemo_gym.open_files import allow_open_files_up_to_hard_limit
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, headline_lines
 from nemo_gym.rollout_collection.concurrency import AdaptiveLimit, Fixed, Outcome
-from nemo_gym.rollout_collection.config import DEFAULT_NUM_SAMPLES_IN_PARALLEL, RolloutCollectionConfig
+from nemo_gym.rollout_collection.config import (
+    DEFAULT_NUM_SAMPLES_IN_PARALLEL,
+    RolloutCollectionConfig,
+    RolloutReverificationConfig,
+)
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.knee import AUTOMATIC_CEILING, ThroughputKnee
@@ -34,7 +38,7 @@ from nemo_gym.rollout_collection.prompt import PromptConfig, load_prompt_config
 from nemo_gym.rollout_collection.retry_budget import RetryBudget, RunStopped
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.run_counters import ProgressFileTicker, RunCounters
-from nemo_gym.rollout_collection.runner import Runner
+from nemo_gym.rollout_collection.runner import Runner, RunStats
 from nemo_gym.rollout_collection.run_log import RunLog
 from nemo_gym.rollout_collection.store import (
     AppendFile,
@@ -82,6 +86,18 @@ class CollectionSummary:
         """What a dry run reports: the rollouts it would run, none run."""
         return cls(config.output_path, config.failures_jsonl_fpath, total=rollouts, already_done=0, succeeded=0,
                    failed=0, dry_run=True)
+
+    @classmethod
+    def finished(cls, config: RolloutCollectionConfig | RolloutReverificationConfig, *, total: int, already_done: int,
+                 succeeded: int, stats: RunStats, done: KeySet, elapsed_s: float, mean_reward: float | None,
+                 tokens: TokenTally | None = None) -> "CollectionSummary":
+        """What a run that went to its end did: the failures still outstanding are compacted in their file first."""
+        outstanding = compact_failures(config.failures_jsonl_fpath, done)
+        return cls(config.output_path, config.failures_jsonl_fpath, total=total, already_done=already_done,
+                   succeeded=succeeded, failed=outstanding.count, failures_by_class=dict(outstanding.by_class),
+                   exhausted=stats.exhausted, max_total_attempts=config.max_total_attempts, elapsed_s=elapsed_s,
+                   rollouts_per_s=(stats.succeeded + stats.failed) / elapsed_s if elapsed_s > 0 else 0.0,
+                   mean_reward=mean_reward, tokens=tokens or TokenTally())
 
     @property
     def ok(self) -> bool:
@@ -144,10 +160,10 @@ def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptCo
     output = config.output_path
     created = _missing_dirs(output.parent)
     output.parent.mkdir(parents=True, exist_ok=True)
-    created += _missing_dirs(config.materialized_jsonl_fpath.parent)  # +materialized_jsonl_fpath may be elsewhere
-    config.materialized_jsonl_fpath.parent.mkdir(parents=True, exist_ok=True)
+    created += _missing_dirs(config.materialized_path.parent)  # +materialized_jsonl_fpath may be elsewhere
+    config.materialized_path.parent.mkdir(parents=True, exist_ok=True)
     existed = output.exists()
-    tmp = config.materialized_jsonl_fpath.with_name(f"{config.materialized_jsonl_fpath.name}.{os.getpid()}.tmp")
+    tmp = config.materialized_path.with_name(f"{config.materialized_path.name}.{os.getpid()}.tmp")
     out_file: AppendFile | None = None
     try:
         with open(tmp, "wb", buffering=1 << 20) as materialized:
@@ -155,7 +171,7 @@ def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptCo
                                       materialized, seed_top_level)
         out_file = lock_output(output)
         # Left by a run killed while validating; only the lock holder may clean up.
-        for stale in tmp.parent.glob(f"{config.materialized_jsonl_fpath.name}.*.tmp"):
+        for stale in tmp.parent.glob(f"{config.materialized_path.name}.*.tmp"):
             if stale != tmp:
                 stale.unlink(missing_ok=True)
         fp = fingerprint(config, config.agent_name, plan, prompt)
@@ -164,7 +180,7 @@ def _prepare(config: RolloutCollectionConfig, agents: set[str], prompt: PromptCo
         else:
             check_fresh(config)
             done, prior = KeySet(plan.rollouts_per_task), {}
-        os.replace(tmp, config.materialized_jsonl_fpath)
+        os.replace(tmp, config.materialized_path)
         write_manifest(config.manifest_fpath, manifest_of(fp, config.input_jsonl_fpath, plan))
         return _RunState(plan, out_file, done, prior)
     except BaseException:
@@ -259,7 +275,8 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
     progress.start()
     ticker.start()
     try:
-        with closing(iter_lines(config.materialized_jsonl_fpath)) as lines:
+        with closing(iter_lines(config.materialized_path)) as lines:
+            assert config.num_samples_in_parallel is not None, "its validator turns null into the default"
             stats = await runner.run((line for _, _, line in lines), config.num_samples_in_parallel)
         budget.raise_if_stopped()
     except BaseException as exc:
@@ -272,23 +289,10 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
         progress.close()
         state.output.close()
         failures.close()
-    elapsed = time.monotonic() - started
-    outstanding = compact_failures(config.failures_jsonl_fpath, state.done)
-    return CollectionSummary(
-        output_jsonl_fpath=config.output_path,
-        failures_jsonl_fpath=config.failures_jsonl_fpath,
-        total=plan.shard_rollouts,
-        already_done=progress.initial,
-        succeeded=stats.succeeded,
-        failed=outstanding.count,
-        failures_by_class=dict(outstanding.by_class),
-        exhausted=stats.exhausted,
-        max_total_attempts=config.max_total_attempts,
-        elapsed_s=elapsed,
-        rollouts_per_s=(stats.succeeded + stats.failed) / elapsed if elapsed > 0 else 0.0,
-        mean_reward=progress.mean_reward,
-        tokens=tokens,
-    )
+    return CollectionSummary.finished(config, total=plan.shard_rollouts, already_done=progress.initial,
+                                      succeeded=stats.succeeded, stats=stats, done=state.done,
+                                      elapsed_s=time.monotonic() - started, mean_reward=progress.mean_reward,
+                                      tokens=tokens)
 
 
 def _ceiling(config: RolloutCollectionConfig) -> int:

@@ -95,7 +95,8 @@ class Dispatch:
                 return None
             if item is not _BROKEN:
                 self._permits.release()
-                return item
+                result: RolloutItem = item  # the queue holds results besides the two sentinels
+                return result
         await self.wait_stopped()  # the error comes after the close
         raise self.error  # type: ignore[misc]
 

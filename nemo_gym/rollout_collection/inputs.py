@@ -77,9 +77,10 @@ class _RowChecker:
             if not self.default_agent:
                 raise self.fail(line_no, "row has no agent_ref and no +agent_name was given")
             return self.default_agent
-        if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) or not ref["name"]:
+        name = ref.get("name") if isinstance(ref, dict) else None
+        if not isinstance(name, str) or not name:
             raise self.fail(line_no, f'agent_ref must look like {{"name": "<agent>"}}, got {ref!r}')
-        return ref["name"]
+        return name
 
     def create_params(self, line_no: int, row: dict[str, Any]) -> dict[str, Any]:
         params = row.get(RCP)

@@ -54,9 +54,10 @@ def recorded_fingerprint(path: Path) -> dict[str, Any] | None:
     manifest = read_manifest(path)
     if manifest is None:
         return None
-    if not isinstance(manifest.get(MANIFEST_FINGERPRINT), dict):
+    fingerprint = manifest.get(MANIFEST_FINGERPRINT)
+    if not isinstance(fingerprint, dict):
         raise NemoGymError(f"{path} has no fingerprint; delete it to start over")
-    return manifest[MANIFEST_FINGERPRINT]
+    return fingerprint
 
 
 def manifest_of(fp: dict[str, Any], input_path: str, plan: InputPlan) -> dict[str, Any]:

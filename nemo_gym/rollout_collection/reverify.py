@@ -20,7 +20,7 @@ import sys
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, Generator, Iterator, TextIO
 
 import orjson
 
@@ -39,7 +39,6 @@ from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy, R
 from nemo_gym.rollout_collection.runner import Runner
 from nemo_gym.rollout_collection.store import (
     AppendFile,
-    compact_failures,
     lock_output,
     previous_attempts,
     repair_torn_tail,
@@ -81,7 +80,7 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def _steps(config: RolloutReverificationConfig) -> Iterator[Step]:
+def _steps(config: RolloutReverificationConfig) -> Generator[Step, None, None]:
     return plan_steps(Path(config.input_jsonl_fpath), config.source_materialized_fpath, config.failed_only)
 
 
@@ -257,19 +256,6 @@ async def _run(config: RolloutReverificationConfig, plan: Survey, servers: Serve
         progress.close()
         output.close()
         failures.close()
-    elapsed = time.monotonic() - started
-    outstanding = compact_failures(config.failures_jsonl_fpath, done)
-    return CollectionSummary(
-        output_jsonl_fpath=config.output_path,
-        failures_jsonl_fpath=config.failures_jsonl_fpath,
-        total=total,
-        already_done=progress.initial,
-        succeeded=stats.succeeded + passing.copied,
-        failed=outstanding.count,
-        failures_by_class=dict(outstanding.by_class),
-        exhausted=stats.exhausted,
-        max_total_attempts=config.max_total_attempts,
-        elapsed_s=elapsed,
-        rollouts_per_s=(stats.succeeded + stats.failed) / elapsed if elapsed > 0 else 0.0,
-        mean_reward=progress.mean_reward,
-    )
+    return CollectionSummary.finished(config, total=total, already_done=progress.initial,
+                                      succeeded=stats.succeeded + passing.copied, stats=stats, done=done,
+                                      elapsed_s=time.monotonic() - started, mean_reward=progress.mean_reward)

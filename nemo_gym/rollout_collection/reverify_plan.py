@@ -19,7 +19,7 @@ from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal, NamedTuple
+from typing import Generator, Iterator, Literal, NamedTuple
 
 import orjson
 
@@ -44,10 +44,13 @@ class Step(NamedTuple):
 
     def where(self) -> str:
         """file:line of `source_line`, for errors (counted only then: it reads the file up to the line)."""
+        if self.source_path is None:
+            return "(no source file)"
         return f"{self.source_path}:{line_number_at(self.source_path, self.source_offset)}"
 
     def agent(self) -> str:
-        return orjson.loads(self.inputs_line)[AGENT_REF]["name"]
+        name: str = orjson.loads(self.inputs_line)[AGENT_REF]["name"]  # materializing checked it
+        return name
 
     def verify_body(self) -> bytes:
         """The /verify request of this rollout: what its agent sent (the materialized row and the response)."""
@@ -69,7 +72,7 @@ def _kept_rollout(record_line: bytes) -> bool:
 
 
 def plan_steps(rollouts: Path, materialized: Path, failed_only: bool, work_dir: Path | None = None
-               ) -> Iterator[Step]:
+               ) -> Generator[Step, None, None]:
     """One Step per key of `materialized`, in key order, from the run whose rollouts file is `rollouts` (the key
     indexes of large files spill to `work_dir`, by default the system's temporary folder)."""
     failures_path = RunPaths(rollouts).failures

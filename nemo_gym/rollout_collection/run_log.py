@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TextIO
+from typing import TextIO, cast
 
 
 class _Tee:
@@ -49,9 +49,12 @@ class RunLog:
         return self
 
     def tee(self, stream: TextIO) -> TextIO:
-        return stream if isinstance(stream, _Tee) else _Tee(stream, self._file)
+        assert self._file is not None, "tee() is called inside the with block"
+        # A _Tee is the stream it wraps for every caller: it writes to both and forwards every other attribute.
+        return stream if isinstance(stream, _Tee) else cast(TextIO, _Tee(stream, self._file))
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        assert self._saved is not None and self._file is not None, "__enter__ has run"
         sys.stdout, sys.stderr = self._saved
         if exc is not None:
             # Ctrl-C and SIGTERM cancel the run: the exception that arrives here is either of these two.

@@ -15,10 +15,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 import orjson
-from pydantic import BaseModel
 
 from nemo_gym.config.redact import redact_secrets
 from nemo_gym.errors import ConfigError
+from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
 
 CHUNK_ROWS = 500
 _LOCAL_MODES = ("offline", "disabled", "dryrun")
@@ -86,7 +86,9 @@ class WandbUploader:
         if not self._rows:
             return
         columns = list(dict.fromkeys(key for row in self._rows for key in row))
-        table = self._wandb.Table(columns=columns, data=[[_cell(row.get(c)) for c in columns] for row in self._rows])
+        # wandb annotates columns as list[str | int], which a list[str] is not (lists are invariant).
+        table = self._wandb.Table(columns=columns,  # type: ignore[arg-type]
+                                  data=[[_cell(row.get(c)) for c in columns] for row in self._rows])
         self.logged += len(self._rows)
         self.run.log({"rollouts": table, "rollouts_logged": self.logged})
         self._rows = []
@@ -111,7 +113,8 @@ class WandbUploader:
         self.run.finish(exit_code=1)
 
 
-def start_wandb_upload(config: BaseModel) -> WandbUploader:
+def start_wandb_upload(config: SharedRolloutCollectionConfig) -> WandbUploader:
     """The uploader for a collection config (`wandb_project`, `wandb_name`, `wandb_entity`; the rest is logged)."""
+    assert config.wandb_project, "the config requires it with +upload_rollouts_to_wandb=true"
     return WandbUploader(config.wandb_project, config.wandb_name, config.wandb_entity, config.model_dump(mode="json"),
                          config.wandb_chunk_rows)

@@ -7,9 +7,10 @@ content, so memory stays small however long their lines are.
 """
 
 import os
-from collections.abc import Container, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import orjson
 
@@ -29,8 +30,14 @@ class FailureRecord:
     attempts: int | None  # attempts spent on the key across runs; None in a record written by something else
 
 
+class KeyLookup(Protocol):
+    """What answers `key in done` for (task, rollout) keys: a set, or the collector's KeySet."""
+
+    def __contains__(self, key: tuple[int, int], /) -> bool: ...
+
+
 def latest_failures(failure_files: Iterable[Path],
-                    done: Container[tuple[int, int]] = ()) -> dict[tuple[int, int], FailureRecord]:
+                    done: KeyLookup = ()) -> dict[tuple[int, int], FailureRecord]:
     """Key -> its latest failure record over `failure_files` (missing files have none), for keys not in `done`.
 
     Keys come in the order of their first record, so counts taken over the result are in a stable order."""

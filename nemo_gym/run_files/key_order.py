@@ -12,7 +12,7 @@ import tempfile
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, NamedTuple, Sequence
+from typing import Generator, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import orjson
@@ -125,7 +125,7 @@ class IndexedLine(NamedTuple):
 
 
 def iter_unique_entries(files: Sequence[Path], stats: ReadStats, work_dir: Path | None = None
-                        ) -> Iterator[IndexedLine]:
+                        ) -> Generator[IndexedLine, None, None]:
     """Every rollout line of `files` once with its location, ordered by (task, rollout); the first copy of a key
     wins. Sorted runs of the key index go to `work_dir` (default: the system's temporary folder) when there are many
     rows."""
@@ -159,7 +159,8 @@ def iter_unique_entries(files: Sequence[Path], stats: ReadStats, work_dir: Path 
         index.close()
 
 
-def iter_unique_lines(files: Sequence[Path], stats: ReadStats, work_dir: Path | None = None) -> Iterator[bytes]:
+def iter_unique_lines(files: Sequence[Path], stats: ReadStats,
+                      work_dir: Path | None = None) -> Generator[bytes, None, None]:
     """Every rollout line of `files` once, ordered by (task, rollout), newline-terminated (`iter_unique_entries`)."""
     for entry in iter_unique_entries(files, stats, work_dir):
         yield entry.line if entry.line.endswith(b"\n") else entry.line + b"\n"

@@ -8,7 +8,7 @@ import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Generator, Iterator
 
 import orjson
 
@@ -43,7 +43,7 @@ def keyed(task: int, rollout: int, row: dict) -> dict:
     return out
 
 
-def iter_lines(path: Path, missing_ok: bool = False) -> Iterator[tuple[int, int, bytes]]:
+def iter_lines(path: Path, missing_ok: bool = False) -> Generator[tuple[int, int, bytes], None, None]:
     """(line number, byte offset, line) for every non-blank line of `path`; with `missing_ok`, a missing file has
     none."""
     if missing_ok and not path.is_file():
