@@ -8,6 +8,7 @@ same reason; this is the trainer's own small binding, so a trainer needs no vLLM
 
 import ctypes
 import functools
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,10 @@ class _UniqueId(ctypes.Structure):
 
 
 def _candidates() -> list[str]:
-    paths: list[str] = []
-    try:
-        import nvidia.nccl  # the wheel PyTorch's CUDA build depends on
-
-        paths += [str(Path(root) / "lib" / "libnccl.so.2") for root in nvidia.nccl.__path__]
-    except ImportError:
-        pass
-    return [*paths, "libnccl.so.2", "libnccl.so"]
+    # Where the nvidia-nccl wheel (which PyTorch's CUDA build depends on) puts it, then whatever the loader finds:
+    # the soname is already loaded once torch's CUDA library is.
+    wheel = [Path(entry) / "nvidia" / "nccl" / "lib" / "libnccl.so.2" for entry in sys.path if entry]
+    return [*(str(path) for path in wheel if path.is_file()), "libnccl.so.2", "libnccl.so"]
 
 
 @functools.cache
