@@ -24,6 +24,7 @@ RESOURCES_CALL_TIMEOUT_S = 300.0  # an agent's call to its resources server (see
 ROLLOUT_TIMEOUT_S = 1800.0  # one rollout attempt, one /run call to its agent (ng_collect_rollouts, the helper)
 GROUP_TIMEOUT_S = 600.0  # one attempt of a prompt group (the trajectory collector)
 VERIFY_TIMEOUT_S = 600.0  # one /verify call of ng_reverify_rollouts
+WEIGHT_UPDATE_TIMEOUT_S = 300.0  # one replica's pause + load + relabel of a weight update, and its transfer group
 
 # The settings that hold them, where the nesting check reads them.
 MODEL_REQUEST_KEY = "request_timeout_s"

@@ -22,7 +22,7 @@ from nemo_gym.experience.environments.interfaces import EnvironmentInterface, En
 from nemo_gym.experience.environments.step_batch import check_batch, environment_return, last_assistant_content
 from nemo_gym.experience.errors import EnvironmentStepError
 from nemo_gym.resources_servers.math.verifier import extract_answer
-from nemo_gym.resources_servers.math.verify_pool import VerifyPool
+from nemo_gym.resources_servers.math.verify_pool import CHECK_TIMEOUT_S, VerifyPool
 
 GROUND_TRUTH_KEYS = ("ground_truth", "expected_answer")
 
@@ -36,7 +36,7 @@ def _ground_truth(info: Optional[dict[str, Any]], sample: int) -> str:
 
 
 class MathEnvironment(EnvironmentInterface):
-    def __init__(self, num_workers: int = 2, verify_timeout_s: float = 30.0) -> None:
+    def __init__(self, num_workers: int = 2, verify_timeout_s: float = CHECK_TIMEOUT_S) -> None:
         self._pool = VerifyPool(num_workers, verify_timeout_s)
 
     async def _is_correct(self, answer: Optional[str], expected: str, sample: int) -> bool:

@@ -35,6 +35,7 @@ from vllm.distributed.weight_transfer.base import (
 )
 from vllm.model_executor.model_loader.reload import finalize_layerwise_processing, initialize_layerwise_reload
 
+from nemo_gym.config.timeouts import WEIGHT_UPDATE_TIMEOUT_S
 from nemo_gym.experience.generation.gloo_wire import MODEL_LEFT_INCOMPLETE, StagedReceive, join_group
 from nemo_gym.experience.generation.weight_source import TensorMeta, dtype_from_name
 
@@ -49,7 +50,7 @@ class GlooInitInfo(WeightTransferInitInfo):
     master_port: int
     rank_offset: int
     world_size: int
-    timeout_s: float = 300.0
+    timeout_s: float = WEIGHT_UPDATE_TIMEOUT_S
 
 
 @dataclass
@@ -81,7 +82,7 @@ class GlooWeightTransferEngine(WeightTransferEngine[GlooInitInfo, GlooUpdateInfo
     def __init__(self, config: Any, vllm_config: Any, device: torch.device, model: torch.nn.Module) -> None:
         super().__init__(config, vllm_config, device, model)
         self._group: Optional[ProcessGroupGloo] = None
-        self._timeout_s = 300.0
+        self._timeout_s = WEIGHT_UPDATE_TIMEOUT_S
         self._receive: Optional[StagedReceive] = None
         self._applied: Optional[StagedReceive] = None  # the last applied one: its buffers serve the next receive
         self._broken: Optional[str] = None

@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator, Optional, Sequence
 
 import torch
 
-from nemo_gym.config.timeouts import CONNECT_TIMEOUT_S, MODEL_REQUEST_TIMEOUT_S
+from nemo_gym.config.timeouts import CONNECT_TIMEOUT_S, MODEL_REQUEST_TIMEOUT_S, WEIGHT_UPDATE_TIMEOUT_S
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
 from nemo_gym.experience.errors import GenerationError, WeightUpdateError
 from nemo_gym.experience.generation.interfaces import (
@@ -112,7 +112,7 @@ class VllmHttpGeneration(GenerationInterface):
         request_timeout_s: float = MODEL_REQUEST_TIMEOUT_S,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         weight_version: int = 0,
-        weight_update_timeout_s: float = 300.0,
+        weight_update_timeout_s: float = WEIGHT_UPDATE_TIMEOUT_S,
         max_attempts: int = 1,
         weight_transport: str = DISK,
         weight_transfer_address: str = "127.0.0.1",

@@ -18,7 +18,7 @@ from nemo_gym.protocol import final_message_text
 from nemo_gym.resources_servers.base import ResourcesServer, ResourcesSettings
 from nemo_gym.resources_servers.math.verifier import extract_answer
 from nemo_gym.resources_servers.metrics import mean_reward_by
-from nemo_gym.resources_servers.math.verify_pool import VerifyPool, VerifyTimeoutError
+from nemo_gym.resources_servers.math.verify_pool import CHECK_TIMEOUT_S, VerifyPool, VerifyTimeoutError
 from nemo_gym.server.base import HandlerError
 
 LEVEL = "level"
@@ -27,7 +27,7 @@ LEVEL = "level"
 class MathSettings(ResourcesSettings):
     verify_workers: int = Field(2, ge=1)
     """Processes running math_verify off the event loop."""
-    verify_timeout_s: float = Field(30.0, gt=0)
+    verify_timeout_s: float = Field(CHECK_TIMEOUT_S, gt=0)
     """Backstop (seconds) over math_verify's own timeouts."""
     per_level_metrics: bool = False
     """Mean reward per row `level` in the aggregate metrics (needs every row sent to this server)."""

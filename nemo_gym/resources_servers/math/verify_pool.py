@@ -18,8 +18,11 @@ class VerifyTimeoutError(TimeoutError):
     """One answer check ran past the pool's timeout (a backstop over math_verify's own timeouts)."""
 
 
+CHECK_TIMEOUT_S = 30.0  # one answer check: a backstop over math_verify's own timeouts
+
+
 class VerifyPool:
-    def __init__(self, workers: int = 2, timeout_s: float = 30.0) -> None:
+    def __init__(self, workers: int = 2, timeout_s: float = CHECK_TIMEOUT_S) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         self.workers = workers
