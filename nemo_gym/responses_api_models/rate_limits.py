@@ -10,11 +10,13 @@ that enforces its per-minute limit over each second (as OpenAI says it may) lets
 A 429 (`limited`) pauses every sender for its Retry-After and cuts a learned request rate to `CUT` times the rate it
 was sending at (the learned rate, or at first the rate of answered requests over about `RATE_WINDOW_S` seconds), at
 most once per `CUT_GUARD_S` (`DEEP_CUT` when the last cut did not end the 429s), never below `CUT` times the answered
-rate; the answered rate is remembered as the endpoint's limit. A 429 before any answer has nothing to measure: its Retry-After (how soon one more request fits)
-gives the first rate, one request per Retry-After. While no 429 comes, the learned rate grows quickly
+rate; the rate it was sending at is remembered as the endpoint's limit (not the answered rate: answers lag the sends
+by a latency and stop during a pause, so at the start or after a pause they understate what the endpoint took). A
+429 before any answer has nothing to measure: its Retry-After (how soon one more request fits) gives the first rate,
+one request per Retry-After. While no 429 comes, the learned rate grows quickly
 (`FAST_GROWTH_PER_S`) up to `PLATEAU` of the remembered limit (without bound before one is known), then slowly
-(`SLOW_GROWTH_PER_S`) to find out whether the endpoint now allows more, never beyond `HEADROOM` times the answered
-rate. Reservations of requests still waiting when a 429 comes are void (an epoch counter): their holders reserve
+(`SLOW_GROWTH_PER_S`) to find out whether the endpoint now allows more; it grows no further than `HEADROOM` times the
+answered rate, and growth never lowers it. Reservations of requests still waiting when a 429 comes are void (an epoch counter): their holders reserve
 again, spaced at the new rate, instead of all sending when the pause ends, while what was already sent stays counted
 (the budgets keep a second time that counts only sent requests). The configured limits are never exceeded.
 
@@ -101,8 +103,8 @@ class _SharedState:
 
 
 def _grow(f: _Fields, now: float) -> None:
-    """Let the learned rate grow while no 429 came: fast up to the plateau, slowly above it, within HEADROOM of
-    the answered rate."""
+    """Let the learned rate grow while no 429 came: fast up to the plateau, slowly above it, no further than HEADROOM
+    times the answered rate (which stops growth but never lowers the rate)."""
     if not f.learned_interval or now < f.cut_guard_until:
         return
     answered = _answered_rate(f, now)
@@ -113,7 +115,8 @@ def _grow(f: _Fields, now: float) -> None:
             rate = min(plateau, rate * math.exp(FAST_GROWTH_PER_S * elapsed))
         else:
             rate *= math.exp(SLOW_GROWTH_PER_S * elapsed)
-        f.learned_interval = 1.0 / min(rate, HEADROOM * answered)
+        # Answers lag the sends by a latency: at the start or after a pause they understate what the endpoint takes.
+        f.learned_interval = min(f.learned_interval, 1.0 / min(rate, HEADROOM * answered))
     f.grown_at = now
 
 
@@ -232,7 +235,7 @@ class EndpointLimiter:
                     # Never below a cut of what the endpoint took of late: 429s that persist for another reason
                     # (a token count estimated short) must not drive the rate to nothing.
                     f.learned_interval = 1.0 / max(rate, CUT * answered)
-                    f.limited_rate = answered or sending
+                    f.limited_rate = sending
                 else:  # nothing answered to measure yet: one request per Retry-After, growing from there
                     f.learned_interval = max(retry_after_s, _MIN_FIRST_INTERVAL_S)
                 f.cut_at = now

@@ -8,7 +8,7 @@ import multiprocessing
 import os
 import time
 
-from nemo_gym.responses_api_models.rate_limits import BURST_S, Budgets, EndpointLimiter, shared_limiter
+from nemo_gym.responses_api_models.rate_limits import BURST_S, DEEP_CUT, Budgets, EndpointLimiter, shared_limiter
 
 
 async def _send_times(limiter: EndpointLimiter, n: int, tokens: int = 0) -> list[float]:
@@ -101,3 +101,33 @@ def test_the_learned_rate_grows_back_only_while_answers_come() -> None:
         asyncio.run(_send_times(limiter, 1))
     grown = limiter.learned_requests_per_minute()
     assert first is not None and grown is not None and grown > first
+
+
+def _past_the_cut_guard(limiter: EndpointLimiter) -> None:
+    """Wait until the limiter lets its learned rate change again (the guard after a cut is over)."""
+    while time.monotonic() < limiter._state.read().cut_guard_until:
+        time.sleep(0.05)
+
+
+def test_growth_never_lowers_the_learned_rate_while_answers_lag_the_sends() -> None:
+    """At the start the answered rate is far below the learned one (answers come a latency after their sends): the
+    headroom it sets stops growth, but must not cut the rate to it (that held runs at a fraction of the limit)."""
+    limiter = EndpointLimiter(Budgets())
+    limiter.limited(retry_after_s=0.01)  # 100 requests/s
+    limiter.answered(0)  # one answer: an answered rate of about one a second
+    learned = limiter.learned_requests_per_minute()
+    _past_the_cut_guard(limiter)
+    asyncio.run(_send_times(limiter, 1))  # a reservation lets the rate grow
+    assert learned == 6000.0 and limiter.learned_requests_per_minute() == learned
+
+
+def test_a_429_remembers_the_rate_that_met_it_not_the_answered_rate() -> None:
+    """The remembered limit (what the rate grows back to quickly) is the rate the limiter was sending at; the answered
+    rate, lagging behind, would keep the run far below the endpoint's limit."""
+    limiter = EndpointLimiter(Budgets())
+    limiter.limited(retry_after_s=0.01)  # 100 requests/s
+    limiter.answered(0)
+    _past_the_cut_guard(limiter)
+    limiter.limited(retry_after_s=0.01)  # met at 100/s, with an answered rate of about one a second
+    assert limiter._state.read().limited_rate == 100.0
+    assert limiter.learned_requests_per_minute() == 60 * 100.0 * DEEP_CUT  # the cut of 100/s, a second after the last
