@@ -132,7 +132,11 @@ def test_a_bad_weights_folder_is_a_typed_error_and_vllm_keeps_serving_the_old_we
         assert time.monotonic() - started < 10
         assert root(server) in str(failure.value) and failure.value.version == 1 and backend.weight_version == 0
         after, versions = greedy(backend)
-    assert after == before and versions == [(0,), (0,)]
+    assert versions == [(0,), (0,)]
+    # The same tokens, log-probs within float32 noise (a batch's kernels may differ between two requests; a weight
+    # change moves the first log-prob by over 1e-2, as the test above shows).
+    for (ids, lps), (old_ids, old_lps) in zip(after, before):
+        assert ids == old_ids and max_difference(lps, old_lps) <= 1e-5
 
 
 def generated_so_far(server: Any) -> float:
