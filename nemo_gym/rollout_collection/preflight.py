@@ -16,6 +16,7 @@ from nemo_gym.config.model_servers import VLLMModelSettings
 from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.failures import RequestFailed
 from nemo_gym.http_client import HttpClient
+from nemo_gym.proxies import is_loopback
 from nemo_gym.responses_api_models.openai_model.app import OpenAIModelServer, OpenAIModelSettings
 from nemo_gym.responses_api_models.preflight import (
     PREFLIGHT_PATH,
@@ -28,7 +29,6 @@ from nemo_gym.server.base import server_settings
 from nemo_gym.server.client import ServerClient
 
 MODELS_KIND = "responses_api_models"
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 # A model server's answer covers its endpoints' checks, each within PREFLIGHT_TIMEOUT_S.
 _SERVER_TIMEOUT_S = PREFLIGHT_TIMEOUT_S + 3.0
 
@@ -72,18 +72,17 @@ async def preflight_servers(servers: ServerClient, say: Say = print) -> list[End
 
 def _stack_addresses(global_config: GlobalConfig) -> set[tuple[str, int]]:
     """(host, port) of every server of the config with a fixed port: an endpoint there is one this run starts."""
-    addresses: set[tuple[str, int]] = set()
-    for spec in global_config.servers().values():
-        port = spec.settings.get("port")
-        if isinstance(port, int):
-            host = str(spec.settings.get("host") or "127.0.0.1")
-            addresses |= {(name, port) for name in ({host} | (LOOPBACK_NAMES if host in LOOPBACK_NAMES else set()))}
-    return addresses
+    return {(str(spec.settings.get("host") or "127.0.0.1"), port) for spec in global_config.servers().values()
+            if isinstance(port := spec.settings.get("port"), int)}
 
 
 def _started_by_this_run(url: str, stack: set[tuple[str, int]]) -> bool:
     parsed = urlsplit(url)
-    return parsed.hostname is not None and parsed.port is not None and (parsed.hostname, parsed.port) in stack
+    host, port = parsed.hostname, parsed.port
+    if host is None or port is None:
+        return False
+    return any(port == stack_port and (host == stack_host or (is_loopback(host) and is_loopback(stack_host)))
+               for stack_host, stack_port in stack)
 
 
 def _configured_endpoints(global_config: GlobalConfig) -> list[tuple[str, str, str | None, str]]:
