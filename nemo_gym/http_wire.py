@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 import httptools
 
 from nemo_gym.errors import NemoGymError
-from nemo_gym.proxies import Proxy, is_loopback, proxy_for
+from nemo_gym.loopback import is_loopback
+from nemo_gym.proxies import Proxy, proxy_for
 
 # A request body: bytes, or a stream of chunks (sent with chunked transfer encoding).
 Body = bytes | AsyncIterable[bytes] | None

@@ -19,6 +19,7 @@ from typing import Mapping
 from urllib.parse import unquote, urlsplit
 
 from nemo_gym.errors import ConfigError
+from nemo_gym.loopback import is_loopback
 
 # The variables of each URL scheme, in the order they are looked up.
 PROXY_VARIABLES = {"https": ("https_proxy", "HTTPS_PROXY"), "http": ("http_proxy", "HTTP_PROXY")}
@@ -44,16 +45,6 @@ class Proxy:
         """host:port and the variable it came from, for messages: never the credentials."""
         name = f"[{self.host}]" if ":" in self.host else self.host
         return f"{name}:{self.port} (from {self.variable})"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine: `localhost` or a loopback address."""
-    if host.lower().rstrip(".") == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _without_credentials(value: str) -> str:

@@ -15,14 +15,12 @@ from pydantic import Field
 
 from nemo_gym.cli.common import CommandHelp, run_cli, load_config
 from nemo_gym.config.typed import Text
+from nemo_gym.loopback import is_loopback
 from nemo_gym.rollout_collection.config import _FromGlobal
 from nemo_gym.server.supervisor import free_port
 from nemo_gym.viewer.export import DEFAULT_SAMPLE, export_report
 from nemo_gym.viewer.index import default_cache_root, open_run
 from nemo_gym.viewer.views import Viewer
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
 
 class ViewConfig(_FromGlobal):
     input_glob: Text
@@ -58,7 +56,7 @@ def main_args(argv: list[str]) -> int:
         return 0
     from nemo_gym.viewer.app import ViewerServer  # the server stack only when serving
 
-    if config.host not in LOOPBACK:
+    if not is_loopback(config.host):
         _say(f"warning: binding {config.host}: anyone who can reach this machine can read these rollouts")
     port = config.port or free_port()
     print(f"ng_view: serving http://{config.host}:{port}/ (Ctrl-C to stop)", flush=True)

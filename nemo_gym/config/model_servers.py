@@ -10,8 +10,8 @@ from pydantic import Field, model_validator
 from nemo_gym.config.servers import ServerSettings
 from nemo_gym.config.timeouts import MODEL_REQUEST_TIMEOUT_S
 from nemo_gym.config.typed import Text
+from nemo_gym.loopback import is_loopback
 
-_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class EndpointLimitSettings(ServerSettings):
@@ -64,7 +64,7 @@ class LocalVLLMModelSettings(VLLMModelSettings):
     def _weight_updates_stay_on_loopback(self) -> "LocalVLLMModelSettings":
         # The dev-mode endpoints reload weights from any path and run worker methods: never off this machine.
         hosts = _host_args(self.vllm_args)
-        if self.enable_weight_updates and any(host not in _LOOPBACK_HOSTS for host in hosts):
+        if self.enable_weight_updates and not all(is_loopback(host) for host in hosts):
             raise ValueError(f"'enable_weight_updates' opens vLLM's dev-mode endpoints, which must stay on 127.0.0.1; "
                              f"'vllm_args' binds {hosts}")
         return self

@@ -16,7 +16,7 @@ from nemo_gym.config.model_servers import VLLMModelSettings
 from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.failures import RequestFailed
 from nemo_gym.http_client import HttpClient
-from nemo_gym.proxies import is_loopback
+from nemo_gym.loopback import is_loopback
 from nemo_gym.responses_api_models.openai_model.app import OpenAIModelServer, OpenAIModelSettings
 from nemo_gym.responses_api_models.preflight import (
     PREFLIGHT_PATH,

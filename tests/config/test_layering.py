@@ -1,12 +1,13 @@
 """nemo_gym.config is the bottom layer: the servers and everything above read it, never the other way round.
-It imports only itself and nemo_gym.errors, at module level or inside a function."""
+It imports only itself and the two leaves below it (nemo_gym.errors, nemo_gym.loopback), at module level or inside a
+function."""
 
 import ast
 from pathlib import Path
 
 import nemo_gym.config
 
-BELOW_CONFIG = ("nemo_gym.config", "nemo_gym.errors")
+BELOW_CONFIG = ("nemo_gym.config", "nemo_gym.errors", "nemo_gym.loopback")
 
 
 def _imported_modules(path: Path) -> set[str]:

@@ -9,10 +9,9 @@ A receiver stages: every tensor lands in a buffer of its own, in a thread of its
 handed on (`StagedReceive.tensors`). A trainer that dies mid-broadcast closes its sockets, the receive fails, and
 nothing was applied: the model keeps the old weights.
 
-Only torch is imported here.
+Only torch and the standard library are imported here.
 """
 
-import ipaddress
 import threading
 from datetime import timedelta
 from typing import Any, Optional, cast
@@ -21,18 +20,12 @@ import torch
 from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo, Store, TCPStore
 
 from nemo_gym.experience.generation.weight_source import TensorMeta, WeightSource, checked_tensors
+from nemo_gym.loopback import is_loopback
 
 _STORE_PREFIX = "nemo_gym_gloo"
 # In the error of an apply that failed after it began to change the model: the trainer then leaves the replica paused
 # (generation on half-loaded weights is worse than none) and says it must be restarted.
 MODEL_LEFT_INCOMPLETE = "the model is left incomplete"
-
-
-def _is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return address == "localhost"
 
 
 def _gloo_group(store: Store, rank: int, world_size: int, peer_address: str, timeout_s: float) -> ProcessGroupGloo:
@@ -41,7 +34,7 @@ def _gloo_group(store: Store, rank: int, world_size: int, peer_address: str, tim
     until every rank joined, at most `timeout_s`, which also bounds each later collective."""
     gloo: Any = ProcessGroupGloo  # torch's stubs lack the constructor that takes options
     options = gloo._Options()
-    options._devices = [gloo.create_device(hostname="127.0.0.1") if _is_loopback(peer_address)
+    options._devices = [gloo.create_device(hostname="127.0.0.1") if is_loopback(peer_address)
                         else gloo.create_device()]
     options._timeout = timedelta(seconds=timeout_s)
     return cast(ProcessGroupGloo, gloo(PrefixStore(_STORE_PREFIX, store), rank, world_size, options))
