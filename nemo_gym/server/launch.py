@@ -19,7 +19,7 @@ from nemo_gym.config.servers import ServerSpec
 from nemo_gym.errors import ConfigError
 from nemo_gym.server.base import BaseServer, server_settings
 from nemo_gym.server.logs import configure_logging, register_secrets
-from nemo_gym.server.workers import serve_workers
+from nemo_gym.server.workers import reuseport_socket, serve_workers
 
 SPEC_ENV = "NEMO_GYM_SERVER_SPEC"
 HEAD_URL_ENV = "NEMO_GYM_HEAD_URL"
@@ -74,8 +74,8 @@ def main() -> None:
     server = cls(spec, head_url=head_url)
     host, port = server.settings.host, server.settings.port  # the supervisor has given every server its port
     assert port is not None, "the supervisor sets every server's port"
-    if server.worker_count == 1:
-        server.serve(host, port)
+    if server.worker_count == 1:  # on a shared-port socket too: the supervisor holds the port until it stops
+        server.serve(host, port, reuseport_socket(host, port))
         return
     # Each worker builds its own server object after the fork: nothing of one worker's state is shared.
     sys.exit(serve_workers(lambda sock: cls(spec, head_url=head_url).serve(host, port, sock), host, port,

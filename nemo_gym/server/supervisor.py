@@ -29,7 +29,7 @@ from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
 from nemo_gym.server.logs import register_secrets
 from nemo_gym.server.settings_check import check_server_settings
 from nemo_gym.server.startup_progress import PROGRESS_EVERY_S, Starting, last_log_line, waiting_line
-from nemo_gym.server.workers import die_with_parent
+from nemo_gym.server.workers import die_with_parent, reuseport_socket
 
 STOP_GRACE_S = 10.0
 
@@ -59,6 +59,22 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def _reserve_port(server: str, host: str, port: int | None) -> socket.socket:
+    """Hold `server`'s port (a free one for None) until the run stops. A free port found and released could be handed
+    out again before its server binds it, to another server of this run or of another run; servers bind with
+    SO_REUSEPORT, so both would serve it, each answering part of the other's requests. A held port is given to no
+    bind(0), and another run's port_is_free sees it taken."""
+    # A configured port that port_is_free passed and this refuses has old connections in TIME_WAIT of a listener
+    # without SO_REUSEPORT, which only a SO_REUSEADDR socket may bind over.
+    tries = (False,) if port is None else (False, True)
+    for reuse_address in tries:
+        try:
+            return reuseport_socket(host, port or 0, reuse_address=reuse_address)
+        except OSError as exc:
+            error = exc
+    raise ConfigError(f"no port for server '{server}' on {host}: {error}")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -80,8 +96,13 @@ class Supervisor:
         self.log_dir = log_dir
         self.head = head_server(config.values)
         self.head_url = self.head.url
+        self._reservations: list[socket.socket] = []  # each planned server's port, held until stop()
         # A bad setting fails here, before any server starts.
-        self.processes = self._plan(config.servers(), check_server_settings(config))
+        try:
+            self.processes = self._plan(config.servers(), check_server_settings(config))
+        except BaseException:
+            self._release_ports()
+            raise
         register_secrets(secret_values(config.values))  # the servers' last log lines are shown while they start
         self._head: uvicorn.Server | None = None
         self._head_thread: threading.Thread | None = None
@@ -103,8 +124,9 @@ class Supervisor:
                     raise ConfigError(f"port {port} of server '{spec.name}' ({where}) is also used by '{taken[port]}'")
                 if not port_is_free(host, port):
                     raise ConfigError(f"port {port} of server '{spec.name}' ({where}) is already in use")
-            else:
-                port = free_port(host)
+            reservation = _reserve_port(spec.name, host, port)
+            self._reservations.append(reservation)
+            port = reservation.getsockname()[1]
             taken[port] = spec.name
             plan.append(
                 ServerProcess(
@@ -203,9 +225,15 @@ class Supervisor:
         """The first server process that has exited, if any."""
         return next((p for p in self.processes if p.popen and p.popen.poll() is not None), None)
 
+    def _release_ports(self) -> None:
+        for reservation in self._reservations:
+            reservation.close()
+        self._reservations.clear()
+
     def stop(self) -> None:
         """SIGTERM every process group, wait, then SIGKILL what is left. Safe to call twice."""
         stop_process_groups([p.popen for p in self.processes if p.popen], STOP_GRACE_S)
+        self._release_ports()
         if self._head and self._head_thread:  # both are set together
             self._head.should_exit = True
             self._head_thread.join(timeout=5)

@@ -23,14 +23,21 @@ def die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def reuseport_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to `host`:`port` that other processes' sockets may share; uvicorn listens on it once the
-    server has started, so no connection reaches a worker that is not ready."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def reuseport_socket(host: str, port: int, *, reuse_address: bool = True) -> socket.socket:
+    """A TCP socket bound to `host`:`port` (a free one for 0) that other processes' sockets of this user may share:
+    the workers of one server, and the supervisor's reservation of its port (bound, never listening, so it takes no
+    connection). uvicorn listens on it once the server has started, so no connection reaches a worker that is not
+    ready. With `reuse_address`, like uvicorn's own socket, it binds a port whose old connections linger in TIME_WAIT;
+    without, a SO_REUSEADDR probe of the port (supervisor.port_is_free) sees it taken."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    if reuse_address:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
     return sock
 
 
