@@ -3,6 +3,8 @@ gloo engine and wire, a small model, vLLM's routes): what each replica is asked 
 paused, that the tensors land whole, and every way a push fails. test_weight_transport_gloo_vllm.py proves the same
 against a real vLLM."""
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 import pytest
@@ -168,3 +170,23 @@ def test_nccl_without_a_cuda_device_is_a_typed_error_naming_the_replica(monkeypa
                                                     "weight transport needs a CUDA device"):
             backend.update_weights(TinyModel(seed=1), 1)
     assert paths(stub) == ["/get_world_size"]
+
+
+def test_a_transfer_thread_that_ends_after_its_loop_closed_raises_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A rendezvous with a replica that never joins blocks its thread until the group's timeout, long after the push
+    # (and its event loop) gave up: the thread's result then has nowhere to go, and must not raise in the thread.
+    from nemo_gym.experience.generation.vllm_collective import _in_thread
+
+    release, thread_errors = threading.Event(), []
+    monkeypatch.setattr(threading, "excepthook", thread_errors.append)
+
+    async def give_up() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(_in_thread(lambda: release.wait() and 1), timeout=0.01)
+
+    before = set(threading.enumerate())
+    asyncio.run(give_up())  # the loop is closed when this returns
+    (thread,) = [t for t in set(threading.enumerate()) - before if t.name == "nemo_gym-weight-transfer"]
+    release.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and thread_errors == []

@@ -64,13 +64,19 @@ async def _in_thread(function: Callable[[], _T]) -> _T:
         else:
             future.set_result(result)  # type: ignore[arg-type]  # None only with an error
 
+    def hand_over(result: Optional[_T], error: Optional[BaseException]) -> None:
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop closed while this waited (a timed-out rendezvous): nobody awaits it now
+            pass
+
     def run() -> None:
         try:
             result = function()
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
-            loop.call_soon_threadsafe(settle, None, exc)
+            hand_over(None, exc)
         else:
-            loop.call_soon_threadsafe(settle, result, None)
+            hand_over(result, None)
 
     threading.Thread(target=run, name="nemo_gym-weight-transfer", daemon=True).start()
     return await future
