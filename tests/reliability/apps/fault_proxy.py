@@ -69,13 +69,17 @@ class FaultProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=60)
 
-    def run(self, host: str, port: int) -> None:
-        """Serve on `host:port` in this thread until the process is stopped."""
-        self._loop.run_until_complete(self._listen(host, port))
+    def run(self, sock: socket.socket) -> None:
+        """Serve on `sock` (bound, not yet listening: what ng_run gives a server) in this thread until the process
+        is stopped."""
+        self._loop.run_until_complete(self._listen(sock=sock))
         self._loop.run_forever()
 
-    async def _listen(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._connection, host, port)
+    async def _listen(self, host: str = "127.0.0.1", port: int = 0, sock: socket.socket | None = None) -> int:
+        if sock is not None:
+            self._server = await asyncio.start_server(self._connection, sock=sock)
+        else:
+            self._server = await asyncio.start_server(self._connection, host, port)
         return self._server.sockets[0].getsockname()[1]
 
     async def _close(self) -> None:
