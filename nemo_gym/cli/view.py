@@ -22,6 +22,7 @@ from nemo_gym.viewer.export import DEFAULT_SAMPLE, export_report
 from nemo_gym.viewer.index import default_cache_root, open_run
 from nemo_gym.viewer.views import Viewer
 
+
 class ViewConfig(_FromGlobal):
     input_glob: Text
     """Glob (or comma-separated globs) of the rollout files to show; their sidecars are found next to them."""

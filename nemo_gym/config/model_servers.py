@@ -13,7 +13,6 @@ from nemo_gym.config.typed import Text
 from nemo_gym.loopback import is_loopback
 
 
-
 class EndpointLimitSettings(ServerSettings):
     """What a model server that calls an endpoint takes on its rate limits (nemo_gym.responses_api_models.rate_limits):
     held across all of the server's worker processes."""
