@@ -235,7 +235,8 @@ class BaseServer:
     def serve(self, host: str, port: int, sock: socket.socket | None = None) -> None:
         """Run until SIGTERM/SIGINT, then finish in-flight requests (bounded) and exit. With `sock` (bound, not
         yet listening), serve on it instead of binding `host`:`port`: ng_run always gives one (server/launch.py), as it
-        holds the port until it stops. A subclass that overrides this takes `sock` too."""
+        holds the port until it stops. A subclass that overrides this must take `sock` too (ng_run checks,
+        before any server starts: server/launch.py)."""
         allow_open_files_up_to_hard_limit()  # a socket per request in flight, and one per call it makes
         config = uvicorn.Config(
             self.app(),

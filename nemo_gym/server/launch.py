@@ -57,7 +57,21 @@ def server_class(spec: ServerSpec) -> type[BaseServer]:
     concrete = [c for c in classes if not any(issubclass(other, c) and other is not c for other in classes)]
     if len(concrete) != 1:
         raise ConfigError(f"{module.__name__} must define exactly one server class, found {len(concrete)}")
+    _check_serve_takes_sock(spec, concrete[0])
     return concrete[0]
+
+
+def _check_serve_takes_sock(spec: ServerSpec, cls: type[BaseServer]) -> None:
+    """ng_run holds every server's port until it stops and hands it over as `serve(host, port, sock)`: a class whose
+    own `serve` cannot take the socket is refused before any server starts, naming where it is defined."""
+    try:
+        inspect.signature(cls.serve).bind(None, "127.0.0.1", 0, None)  # self, host, port, sock: as main() calls it
+    except TypeError:
+        code = getattr(cls.serve, "__code__", None)
+        where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+        raise ConfigError(f"server '{spec.name}': {cls.__qualname__}.serve{where} must take `sock`, the socket "
+                          f"ng_run holds for its port: def serve(self, host, port, sock=None), passing it on to "
+                          f"super().serve(host, port, sock)") from None
 
 
 def main() -> None:
