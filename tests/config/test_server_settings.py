@@ -1,7 +1,5 @@
 """Each server's own settings are typed and checked when ng_run loads the config, before any server starts."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +9,7 @@ from nemo_gym.errors import ConfigError
 from nemo_gym.config.servers import ServerSettings
 from nemo_gym.server.settings_check import check_server_settings
 from nemo_gym.server.supervisor import Supervisor
-from tests.helpers.stack import REPO_ROOT, free_port
+from tests.helpers.stack import REPO_ROOT, free_port, ng_run_refusal
 
 AGENT = """\
 math_resources_server:
@@ -37,15 +35,9 @@ def _check(tmp_path: Path, setting: str) -> None:
 
 def test_max_steps_ten_fails_ng_run_before_any_server_starts(tmp_path: Path) -> None:
     (tmp_path / "agent.yaml").write_text(AGENT.format(setting="max_steps: ten"))
-    log_dir = tmp_path / "logs"
-    done = subprocess.run(
-        [sys.executable, "-c", "from nemo_gym.cli.run import main; main()", "+config_paths=[agent.yaml]",
-         f"+head_server.port={free_port()}", f"+log_dir={log_dir}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.strip().splitlines() == [
+    stderr = ng_run_refusal(["+config_paths=[agent.yaml]"], tmp_path)
+    assert stderr.strip().splitlines() == [
         f"error: {PREFIX}max_steps must be an integer, got 'ten' (set in agent.yaml:9)"]
-    assert not log_dir.exists()  # nothing was started
 
 
 @pytest.mark.parametrize("setting, message", [

@@ -12,8 +12,8 @@ from nemo_gym.config.timeouts import (
     MODEL_CALL_TIMEOUT_S, MODEL_REQUEST_TIMEOUT_S, ROLLOUT_TIMEOUT_S, Timeout, TimeoutNestingError, check_nested,
 )
 from nemo_gym.server.settings_check import check_server_settings
-from nemo_gym.server.supervisor import free_port
 from tests.config.test_server_settings import AGENT
+from tests.helpers.stack import ng_run_refusal
 
 AGENT_KEY = "math_agent.responses_api_agents.simple_agent.model_timeout_s"
 MODEL_KEY = "policy_model.responses_api_models.vllm_model.request_timeout_s"
@@ -31,16 +31,9 @@ def test_the_defaults_nest() -> None:
 def test_a_vllm_request_longer_than_the_agents_model_call_fails_ng_run_before_any_server_starts(
         tmp_path: Path) -> None:
     (tmp_path / "agent.yaml").write_text(AGENT.format(setting=""))
-    log_dir = tmp_path / "logs"
-    done = subprocess.run(
-        [sys.executable, "-c", "from nemo_gym.cli.run import main; main()", "+config_paths=[agent.yaml]",
-         f"+{MODEL_KEY}=900", f"+head_server.port={free_port()}", f"+log_dir={log_dir}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stdout + done.stderr
-    error = done.stderr.strip().splitlines()[-1]
+    error = ng_run_refusal(["+config_paths=[agent.yaml]", f"+{MODEL_KEY}=900"], tmp_path).strip().splitlines()[-1]
     assert error.startswith(f"error: {MODEL_KEY} = 900 s (set on the command line) is longer than {AGENT_KEY} = 600 s "
                             f"(the default), which waits for it"), error
-    assert not log_dir.exists()  # nothing was started
 
 
 def test_ng_e2e_collect_rollouts_refuses_a_model_call_longer_than_its_rollout_attempt(tmp_path: Path) -> None:

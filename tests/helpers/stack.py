@@ -1,6 +1,7 @@
 """Run real `ng_run` subprocesses in tests and stop them cleanly."""
 
 import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -30,6 +31,19 @@ class Stack:
 
     def url(self, name: str) -> str:
         return self.servers()[name]
+
+
+def ng_run_refusal(args: list[str], cwd: Path) -> str:
+    """Run `ng_run ARGS` in `cwd`, which must refuse its config before any server starts: asserts exit 2 and that no
+    server log was written; returns its standard error."""
+    log_dir = cwd / "logs"
+    done = subprocess.run(
+        [sys.executable, "-c", "from nemo_gym.cli.run import main; main()", *args,
+         f"+head_server.port={free_port()}", f"+log_dir={log_dir}"],
+        cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert not log_dir.exists()  # nothing was started
+    return done.stderr
 
 
 @contextmanager

@@ -1,8 +1,6 @@
 """A user's server class that overrides `serve` must take the socket ng_run holds for its port; one that cannot is
 refused before any server starts, naming the file and line of its `serve`."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +8,7 @@ import pytest
 from nemo_gym.config import load_global_config
 from nemo_gym.errors import ConfigError
 from nemo_gym.server.settings_check import check_server_settings
-from tests.helpers.stack import free_port
+from tests.helpers.stack import ng_run_refusal
 
 CONFIG = """\
 math_resources_server:
@@ -56,11 +54,5 @@ def test_a_serve_that_takes_the_socket_passes(tmp_path: Path, monkeypatch: pytes
 
 def test_ng_run_refuses_it_before_any_server_starts(tmp_path: Path) -> None:
     _write(tmp_path, "host, port", "")
-    log_dir = tmp_path / "logs"
-    done = subprocess.run(
-        [sys.executable, "-c", "from nemo_gym.cli.run import main; main()", "+config_paths=[config.yaml]",
-         f"+head_server.port={free_port()}", f"+log_dir={log_dir}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert f"MyMath.serve ({tmp_path / 'my_math.py'}:5) must take `sock`" in done.stderr
-    assert not log_dir.exists()  # nothing was started
+    stderr = ng_run_refusal(["+config_paths=[config.yaml]"], tmp_path)
+    assert f"MyMath.serve ({tmp_path / 'my_math.py'}:5) must take `sock`" in stderr
