@@ -12,6 +12,7 @@ import torch
 
 from nemo_gym.experience.errors import WeightUpdateError
 from nemo_gym.experience.generation import VllmHttpGeneration
+from nemo_gym.experience.generation.gloo_wire import TrainerGroup
 from nemo_gym.experience.generation.weight_source import ModuleWeights, TensorMeta
 from tests.experience.generation_support import LoopbackServer
 from tests.experience.weight_transport_fakes import FakeReplica, TinyModel, same_weights
@@ -115,6 +116,26 @@ def test_a_replica_that_fails_is_named_and_the_others_take_the_version() -> None
     assert error.updated == [root(a)] and list(error.failed) == [root(b)]
     assert error.failed[root(b)].startswith("http_5xx at init_weight_transfer_engine") and "no engine" in str(error)
     assert same_weights(good.model, trainer) and good.label == "1" and not same_weights(bad.model, trainer)
+
+
+def test_a_rendezvous_the_replica_never_joins_ends_when_the_push_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the workers' arrival keys, the trainer's side of the group waited for gloo's timeout (300 s here), a
+    # thread and a listening store left behind by every failed push.
+    rendezvous: list[threading.Thread] = []
+    connect = TrainerGroup.connect
+
+    def recorded_connect(group: TrainerGroup) -> None:
+        rendezvous.append(threading.current_thread())
+        connect(group)
+
+    monkeypatch.setattr(TrainerGroup, "connect", recorded_connect)
+    with LoopbackServer(FakeReplica(fail={"/init_weight_transfer_engine": (500, "no engine")})) as stub, \
+            VllmHttpGeneration(CONFIG, [stub.base_url], weight_transport="gloo") as backend:
+        with pytest.raises(WeightUpdateError, match="http_5xx at init_weight_transfer_engine"):
+            backend.update_weights(TinyModel(seed=1), 1)
+    for thread in rendezvous:
+        thread.join(timeout=60)
+    assert len(rendezvous) == 1 and not rendezvous[0].is_alive()
 
 
 @pytest.mark.parametrize("fail, left_paused", [("no receive was armed (the model is unchanged)", False),

@@ -13,6 +13,7 @@ Only torch and the standard library are imported here.
 """
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any, Optional, cast
 
@@ -26,6 +27,7 @@ _STORE_PREFIX = "nemo_gym_gloo"
 # In the error of an apply that failed after it began to change the model: the trainer then leaves the replica paused
 # (generation on half-loaded weights is worse than none) and says it must be restarted.
 MODEL_LEFT_INCOMPLETE = "the model is left incomplete"
+_ARRIVAL_POLL_S = 0.05  # how often the trainer looks for workers that have not arrived yet
 
 
 def _gloo_group(store: Store, rank: int, world_size: int, peer_address: str, timeout_s: float) -> ProcessGroupGloo:
@@ -38,6 +40,12 @@ def _gloo_group(store: Store, rank: int, world_size: int, peer_address: str, tim
                         else gloo.create_device()]
     options._timeout = timedelta(seconds=timeout_s)
     return cast(ProcessGroupGloo, gloo(PrefixStore(_STORE_PREFIX, store), rank, world_size, options))
+
+
+def _arrival_key(rank: int) -> str:
+    """Set by a worker in the trainer's store before it joins the group: the trainer waits for every worker's, so a
+    rendezvous it gives up on (the replica's init failed) ends when it closes, not at gloo's timeout."""
+    return f"nemo_gym_arrived/{rank}"  # outside the group's prefix: gloo's own keys cannot meet it
 
 
 def _broadcast(group: ProcessGroupGloo, tensor: torch.Tensor) -> None:
@@ -57,6 +65,7 @@ class TrainerGroup:
             address, 0, world_size, is_master=True, timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
         self.port = self._store.port
         self._group: Optional[ProcessGroupGloo] = None
+        self._closed = threading.Event()
 
     def init_info(self) -> dict[str, Any]:
         """What the replica's /init_weight_transfer_engine takes (gloo_engine.GlooInitInfo)."""
@@ -64,9 +73,19 @@ class TrainerGroup:
                 "world_size": self.world_size, "timeout_s": self.timeout_s}
 
     def connect(self) -> None:
-        if self._store is None:
+        """Wait for every worker's arrival, then form the group; a RuntimeError if it is closed meanwhile, or if a
+        worker has not arrived in `timeout_s`."""
+        store = self._store
+        arrivals = [_arrival_key(rank) for rank in range(1, self.world_size)]
+        deadline = time.monotonic() + self.timeout_s
+        while store is not None and not store.check(arrivals):
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"not every worker of the replica joined the gloo group in {self.timeout_s:g} s")
+            if self._closed.wait(_ARRIVAL_POLL_S):
+                break
+        if store is None or self._closed.is_set():
             raise RuntimeError("the trainer's gloo group was closed")
-        self._group = _gloo_group(self._store, 0, self.world_size, self.address, self.timeout_s)
+        self._group = _gloo_group(store, 0, self.world_size, self.address, self.timeout_s)
 
     def send(self, source: WeightSource, metas: list[TensorMeta]) -> int:
         """Broadcast every tensor of `source` (checked against `metas`, the receivers' expectation); returns the
@@ -80,7 +99,9 @@ class TrainerGroup:
         return sent
 
     def close(self) -> None:
-        """Drop the group and the store: the workers' next receive fails at once instead of waiting."""
+        """Drop the group and the store: the workers' next receive fails at once instead of waiting, and a
+        `connect()` still waiting for workers gives up."""
+        self._closed.set()
         self._group = None
         self._store = None
 
@@ -89,6 +110,7 @@ def join_group(master_address: str, master_port: int, rank: int, world_size: int
                timeout_s: float) -> ProcessGroupGloo:
     """A worker's side of a trainer's group: blocks until every rank has joined, at most `timeout_s`."""
     store = TCPStore(master_address, master_port, world_size, is_master=False, timeout=timedelta(seconds=timeout_s))
+    store.set(_arrival_key(rank), "")
     return _gloo_group(store, rank, world_size, master_address, timeout_s)
 
 
