@@ -27,7 +27,7 @@ _STORE_PREFIX = "nemo_gym_gloo"
 # In the error of an apply that failed after it began to change the model: the trainer then leaves the replica paused
 # (generation on half-loaded weights is worse than none) and says it must be restarted.
 MODEL_LEFT_INCOMPLETE = "the model is left incomplete"
-_ARRIVAL_POLL_S = 0.05  # how often the trainer looks for workers that have not arrived yet
+_ARRIVAL_POLL_S = 0.01  # how often the trainer looks for workers that have not arrived yet
 
 
 def _gloo_group(store: Store, rank: int, world_size: int, peer_address: str, timeout_s: float) -> ProcessGroupGloo:
