@@ -78,14 +78,14 @@ class TrainerGroup:
         store = self._store
         arrivals = [_arrival_key(rank) for rank in range(1, self.world_size)]
         deadline = time.monotonic() + self.timeout_s
-        while store is not None and not store.check(arrivals):
+        while store is not None and not self._closed.is_set():
+            if store.check(arrivals):
+                self._group = _gloo_group(store, 0, self.world_size, self.address, self.timeout_s)
+                return
             if time.monotonic() >= deadline:
                 raise RuntimeError(f"not every worker of the replica joined the gloo group in {self.timeout_s:g} s")
-            if self._closed.wait(_ARRIVAL_POLL_S):
-                break
-        if store is None or self._closed.is_set():
-            raise RuntimeError("the trainer's gloo group was closed")
-        self._group = _gloo_group(store, 0, self.world_size, self.address, self.timeout_s)
+            self._closed.wait(_ARRIVAL_POLL_S)
+        raise RuntimeError("the trainer's gloo group was closed")
 
     def send(self, source: WeightSource, metas: list[TensorMeta]) -> int:
         """Broadcast every tensor of `source` (checked against `metas`, the receivers' expectation); returns the
