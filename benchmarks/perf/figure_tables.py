@@ -541,7 +541,8 @@ def weight_push(r: Report) -> str:
         f"{first['gloo']['rendezvous_s']} s for {next(iter(models))}). A disk push is the trainer's write plus vLLM's "
         f"reload; its bytes are written and read back. Goal for the bundled model: gloo at most 0.3x disk. CPU "
         f"repack (median of {len(first['cpu_repack']['runs_s'])}): packing the model's matrices into oneDNN's format "
-        f"on one thread, as vLLM's CPU layers do after every load; both transports' last step pays it, so it is a floor under gloo / disk on this CPU.", "",
+        f"on one thread, as vLLM's CPU layers do after every load; both transports' last step pays it, so it is a "
+        f"floor under gloo / disk on this CPU.", "",
         "| model | parameters | disk push, s (largest steps) | disk bytes | gloo push, s (largest steps) | gloo bytes | "
         "gloo / disk | CPU repack, s |", "|---|---|---|---|---|---|---|---|", *rows])
 
