@@ -25,7 +25,9 @@ while the run goes, with no setting by hand. It is a `ConcurrencyPolicy` of the 
   below that mean (the fleet shrank) does not move the level: the rollouts in flight queue on the replicas left,
   which stay full.
 - A rollout that met a 429 hands the decision to `Aimd` (cut by its factor, once per round), and the level holds
-  there: the endpoint said where its limit is (held, it probes as above, and the next 429 cuts again).
+  there: the endpoint said where its limit is. The cut level becomes the one to return to (its first held round
+  measures it), so nothing above it is taken up again before `REPROBE_ROUNDS` held rounds have passed; then it
+  probes as above, a probe that does not pay comes back to the cut level, and the next 429 cuts again.
 """
 
 import math
@@ -83,7 +85,9 @@ class ThroughputKnee:
         if outcome.rate_limited:
             cut = self._aimd.next_level(level, outcome, admitted)
             if cut != level:
-                self.mode = "hold"
+                # The level that met the 429 no longer paid: the cut level is the one a probe comes back to, and the
+                # hold before probing starts afresh.
+                self.mode, self.best, self._first_look, self._probing, self._held_rounds = "hold", None, None, False, 0
                 self._restart(admitted)
             return cut
         if outcome.failed:

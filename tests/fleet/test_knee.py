@@ -2,6 +2,7 @@
 to the knee and holds there, comes back from a cliff, climbs again when the fleet grows, and a 429 cuts it as Aimd
 does. Simulated time (benchmarks/fleet/events.py): the same run every time, whatever the machine's load."""
 
+import math
 import random
 from typing import Callable
 
@@ -10,7 +11,7 @@ import pytest
 from benchmarks.fleet.events import EventQueue
 from benchmarks.fleet.inprocess import admit_now
 from nemo_gym.rollout_collection.concurrency import DECREASE, AdaptiveLimit, Outcome
-from nemo_gym.rollout_collection.knee import MIN_WINDOW, STEP, ThroughputKnee
+from nemo_gym.rollout_collection.knee import MIN_WINDOW, REPROBE_ROUNDS, STEP, ThroughputKnee
 
 Curve = Callable[[int], float]  # rollouts in flight -> rollouts/s the fleet finishes
 
@@ -128,3 +129,43 @@ def test_a_429_before_the_first_measured_round_holds_and_measures_on() -> None:
     driver.queue.run_until(3000.0)  # eight held rounds of 128 rollouts at about one a second, then probes
     assert driver.policy.points  # the held level's rounds are measured, and it probes on from there
     assert driver.limit.level > int(16 * DECREASE)
+
+
+class OneByOne:
+    """Rollouts that finish one at a time, each 1/curve(level) seconds after the last, on a fake clock: rounds with
+    no noise at all, so each level's throughput is exactly the curve's."""
+
+    def __init__(self, curve: Curve) -> None:
+        self.now = 0.0
+        self.curve = curve
+        self.policy = ThroughputKnee(1 << 16, clock=lambda: self.now)
+        self.level = 16
+        self.admitted = 0
+
+    def finish(self, rate_limited: int = 0) -> None:
+        self.now += 1.0 / self.curve(self.level)
+        self.admitted += 1
+        outcome = Outcome(self.admitted, 1.0, rate_limited, failed=rate_limited > 0)
+        self.level = self.policy.next_level(self.level, outcome, self.admitted)
+
+
+def test_after_a_429_cut_the_level_holds_at_the_cut_and_a_probe_comes_back_to_it() -> None:
+    """Held at 512 (the knee of a fleet saturated at 300), a 429 cuts to 358. The level that met the 429 is not one
+    to return to: it holds at 358 for REPROBE_ROUNDS rounds, probes 448, and a probe that does not pay comes back to
+    358, not to 512 (which it did: 512, 429 -> 358, probe 448, back to 512, 640, 512)."""
+    fleet = OneByOne(saturating(knee=300, rate=100.0))
+    while not (fleet.level == 512 and fleet.policy.mode == "hold"):
+        fleet.finish()
+    fleet.finish(rate_limited=1)
+    cut = int(512 * DECREASE)
+    assert fleet.level == cut == 358
+    measured_at_cut = len(fleet.policy.points)
+    changes: list[tuple[int, int]] = []  # (new level, rounds measured since the cut)
+    while len(changes) < 4:
+        level = fleet.level
+        fleet.finish()
+        if fleet.level != level:
+            changes.append((fleet.level, len(fleet.policy.points) - measured_at_cut))
+    probe = math.ceil(cut * STEP)
+    assert [level for level, _ in changes] == [probe, cut, probe, cut]
+    assert changes[0][1] >= REPROBE_ROUNDS  # nothing above the cut before the hold's rounds have passed
