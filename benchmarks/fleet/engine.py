@@ -81,11 +81,7 @@ class BatchEngine:
     """One replica's scheduler and clock (see the module docstring)."""
 
     def __init__(self, profile: ReplicaProfile) -> None:
-        self.profile = profile
-        # The step time's terms with the slowdown in them (the hot paths compute steps inline from these).
-        self._base_s = profile.slowdown * profile.base_s
-        self._per_seq_s = profile.slowdown * profile.per_seq_s
-        self._per_token_s = profile.slowdown * profile.per_context_token_s
+        self.retime(profile)
         self._kv = profile.kv_cache_tokens
         self.cache = PrefixCache(profile.block_tokens)
         self.stats = EngineStats()
@@ -97,6 +93,14 @@ class BatchEngine:
         self._finishing: list[tuple[int, int]] = []  # heap of (finish step, seq id)
         self._pending_prefill = 0  # prompt tokens the step starting at `t` computes
         self._ids = 0
+
+    def retime(self, profile: ReplicaProfile) -> None:
+        """Steps from the current boundary on take `profile`'s times (same KV cache: the GPU slowed down)."""
+        self.profile = profile
+        # The step time's terms with the slowdown in them (the hot paths compute steps inline from these).
+        self._base_s = profile.slowdown * profile.base_s
+        self._per_seq_s = profile.slowdown * profile.per_seq_s
+        self._per_token_s = profile.slowdown * profile.per_context_token_s
 
     @property
     def batch(self) -> int:

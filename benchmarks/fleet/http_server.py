@@ -2,19 +2,32 @@
 on a port of its own, for a small share of a core.
 
 It serves keep-alive connections one request at a time (what our HTTP client sends: no pipelining), bodies by
-Content-Length or chunked. `kill` is a process dying: the port stops listening and every open connection is
-reset, with or without a request in it; `start` listens again on the same port.
+Content-Length or chunked. A handler answers a status and a JSON body, or a `Reply` with headers of its own or cut
+short (the head and half the body, then the connection closes). `kill` is a process dying: the port stops
+listening and every open connection is reset, with or without a request in it; `start` listens again on the same
+port.
 """
 
 import asyncio
 import socket
 import struct
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Awaitable, Callable, cast
 
 import httptools
 
-Handler = Callable[[str, str, bytes], Awaitable[tuple[int, bytes]]]  # (method, path, body) -> (status, JSON body)
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    payload: bytes  # JSON, unless the handler means it not to be
+    headers: tuple[tuple[str, str], ...] = ()
+    cut: bool = False  # send the head and half the body, then close the connection
+
+
+# (method, path, body) -> (status, JSON body) or a Reply
+Handler = Callable[[str, str, bytes], Awaitable[tuple[int, bytes] | Reply]]
 
 
 class _Connection(asyncio.Protocol):
@@ -35,7 +48,7 @@ class _Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
-            self._write(400, b'{"error": "malformed HTTP request"}', keep_alive=False)
+            self._write(Reply(400, b'{"error": "malformed HTTP request"}'), keep_alive=False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.endpoint.connections.discard(self)
@@ -60,20 +73,21 @@ class _Connection(asyncio.Protocol):
 
     async def _respond(self, method: str, path: str, body: bytes, keep_alive: bool) -> None:
         try:
-            status, payload = await self.endpoint.handler(method, path, body)
+            answer = await self.endpoint.handler(method, path, body)
         except asyncio.CancelledError:
             return  # the connection went away (or the replica died) first
         self.task = None
-        self._write(status, payload, keep_alive)
+        self._write(answer if isinstance(answer, Reply) else Reply(*answer), keep_alive)
 
-    def _write(self, status: int, payload: bytes, keep_alive: bool) -> None:
+    def _write(self, reply: Reply, keep_alive: bool) -> None:
         if self.transport is None or self.transport.is_closing():
             return
-        head = (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(payload)}\r\n{'' if keep_alive else 'connection: close' + chr(13) + chr(10)}"
-                f"\r\n").encode()
-        self.transport.write(head + payload)
-        if not keep_alive:
+        lines = [f"HTTP/1.1 {reply.status} {HTTPStatus(reply.status).phrase}", "content-type: application/json",
+                 f"content-length: {len(reply.payload)}", *(f"{name}: {value}" for name, value in reply.headers),
+                 *(() if keep_alive else ("connection: close",))]
+        head = "".join(f"{line}\r\n" for line in lines).encode() + b"\r\n"
+        self.transport.write(head + (reply.payload[:len(reply.payload) // 2] if reply.cut else reply.payload))
+        if reply.cut or not keep_alive:
             self.transport.close()
 
     def reset(self) -> None:

@@ -8,7 +8,7 @@ never changes the simulated schedule. `lag_s` counts how late answers went out (
 CPU cannot keep up shows it there first.
 
 A replica can be killed (every request in it fails with `ReplicaDown`, its prefix cache is lost, new requests fail
-at once) and started again, empty.
+at once) and started again, empty, and slowed down (or sped up) mid-run.
 """
 
 import asyncio
@@ -140,6 +140,15 @@ class SimReplica:
             self._catch_up(self.scheduler.now())
         return ReplicaSnapshot(self.scheduler.now(), self.alive, self.engine.batch, len(self.engine.waiting),
                                self.engine.stats.copy(), self.lag_s, self.lagged)
+
+    def retime(self, profile: ReplicaProfile) -> None:
+        """From now on, steps take `profile`'s times; the steps simulated so far keep theirs."""
+        if self.alive:
+            self._catch_up(self.scheduler.now())
+        self.profile = profile
+        self.engine.retime(profile)
+        if self.alive:
+            self._arm()
 
     def kill(self) -> None:
         """Die: every request in the replica fails, and so does every new one until `revive`."""

@@ -34,17 +34,21 @@ class FleetProcess:
     control_url: str
 
     def kill(self, replica: int) -> None:
-        self._control("/fleet/kill", replica)
+        self._control("/fleet/kill", {"replica": replica})
 
     def revive(self, replica: int) -> None:
-        self._control("/fleet/revive", replica)
+        self._control("/fleet/revive", {"replica": replica})
+
+    def fault(self, replica: int, fault: str, after: int = 0) -> None:
+        """Give `replica` a fault (benchmarks/fleet/fleet.py names them; "none" clears it)."""
+        self._control("/fleet/fault", {"replica": replica, "fault": fault, "after": after})
 
     def stats(self) -> list[dict[str, Any]]:
-        """Every replica's counters (fleet.snapshot_dict), in replica order."""
+        """Every replica's counters (fleet.snapshot_dict) and fault (ServedReplica.fault_dict), in replica order."""
         return list(get_json_blocking(f"{self.control_url}/fleet/stats", timeout_s=30)["replicas"])
 
-    def _control(self, path: str, replica: int) -> None:
-        run_sync(_post(f"{self.control_url}{path}", {"replica": replica}))
+    def _control(self, path: str, body: dict[str, Any]) -> None:
+        run_sync(_post(f"{self.control_url}{path}", body))
 
 
 async def _post(url: str, body: dict[str, Any]) -> None:
