@@ -10,8 +10,11 @@ default. Retries, when asked for, back off exponentially with jitter and only fo
 External endpoints (a hosted API, a remote vLLM) go through the proxy HTTPS_PROXY / HTTP_PROXY name unless NO_PROXY
 exempts them (nemo_gym.proxies, the one rule; loopback never), and their gzip answers are decoded. A proxy's refusal
 is `http_4xx` with status 407, a proxy that is down or closes is `connect`; both messages name the proxy by host and
-port and the endpoint, never the credentials. This client does it rather than httpx because httpx spends 34 to 50
-times its CPU per request (benchmarks/results/external_http.json; docs/architecture.md, "External endpoints").
+port and the endpoint, never the credentials. A reply whose body is longer than `max_reply_bytes` once decoded
+(`http_wire.MAX_REPLY_BYTES` unless the client is built with another) is `invalid_response`, read no further and
+never inflated whole. Failure messages name the URL without its credentials or query. This client does it rather
+than httpx because httpx spends 34 to 50 times its CPU per request (benchmarks/results/external_http.json;
+docs/architecture.md, "External endpoints").
 """
 
 import asyncio
@@ -29,6 +32,7 @@ from nemo_gym.failures import (  # noqa: F401
     is_retryable,
 )
 from nemo_gym.http_wire import (
+    MAX_REPLY_BYTES,
     BadReply,
     Body,
     ConnectFailed,
@@ -37,6 +41,7 @@ from nemo_gym.http_wire import (
     ReplyTimeout,
     WireError,
 )
+from nemo_gym.model_calls import public_endpoint
 from nemo_gym.sync_bridge import run_sync
 
 JSON_HEADERS = {"content-type": "application/json"}
@@ -61,10 +66,10 @@ def _transport_failure(exc: WireError, url: str) -> RequestFailed:
     elif isinstance(exc, ConnectFailed):
         kind = FailureClass.CONNECT  # refused, reset, or closed before the reply: a retry may reach a healthy server
     elif isinstance(exc, BadReply):
-        kind = FailureClass.INVALID_RESPONSE  # the server answered, but with a truncated body or malformed HTTP
+        kind = FailureClass.INVALID_RESPONSE  # a truncated, undecodable or too long body, or malformed HTTP
     else:
         kind = FailureClass.TIMEOUT
-    return RequestFailed(kind, f"{type(exc).__name__} calling {url}: {exc}", url=url, status=status)
+    return RequestFailed(kind, f"{type(exc).__name__} calling {public_endpoint(url)}: {exc}", url=url, status=status)
 
 
 class HttpClient:
@@ -73,7 +78,7 @@ class HttpClient:
     The pool binds to an event loop, so it is opened on first use inside the running loop, and opened again if a
     later run uses a new loop. The read timeout (or a call's `timeout_s`) bounds the whole request: a server that
     stops taking a streamed body fails it as surely as one that never replies. `retry` is NO_RETRY (one attempt)
-    unless given.
+    unless given. A reply body longer than `max_reply_bytes`, once decoded, fails the request (`invalid_response`).
     """
 
     def __init__(
@@ -83,8 +88,10 @@ class HttpClient:
         read_timeout_s: float = READ_TIMEOUT_S,
         max_connections: int = 4096,
         retry: RetryPolicy = NO_RETRY,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self.retry = retry
+        self._max_reply_bytes = max_reply_bytes
         self._connect_timeout_s = connect_timeout_s
         self._read_timeout_s = read_timeout_s
         self._max_connections = max_connections
@@ -95,7 +102,8 @@ class HttpClient:
         loop = asyncio.get_running_loop()
         if self._connections is None or self._loop is not loop:
             self._connections = ConnectionPool(limit=self._max_connections, keepalive_s=KEEPALIVE_S,
-                                               connect_timeout_s=self._connect_timeout_s)
+                                               connect_timeout_s=self._connect_timeout_s,
+                                               max_reply_bytes=self._max_reply_bytes)
             self._loop = loop
         return self._connections
 

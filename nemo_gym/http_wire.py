@@ -35,9 +35,15 @@ from nemo_gym.proxies import Proxy, proxy_for
 
 # A request body: bytes, or a stream of chunks (sent with chunked transfer encoding).
 Body = bytes | AsyncIterable[bytes] | None
-# Reply headers a caller may ask for (`request(..., reply_headers=)`): how long a 429 or 503 asks to wait.
-KEPT_HEADERS = (b"retry-after", b"retry-after-ms")
+# Reply headers a caller may ask for (`request(..., reply_headers=)`): how long a 429 or 503 asks to wait, and when
+# the rate limits a 429 names are whole again.
+KEPT_HEADERS = (b"retry-after", b"retry-after-ms", b"x-ratelimit-reset-requests", b"x-ratelimit-reset-tokens")
 PROXY_AUTHENTICATION_REQUIRED = 407
+# The most bytes a reply body may hold, once decoded: far above any real reply (a long completion with logprobs is a
+# few MiB), far below what a broken or hostile endpoint could make this process hold (a gzip bomb inflates 1000-fold).
+MAX_REPLY_BYTES = 256 * 1024 * 1024
+_GZIP_ENCODINGS = (b"gzip", b"x-gzip", b"deflate")
+_GZIP_OR_ZLIB = 47  # zlib's wbits for a gzip or a zlib header, whichever comes
 
 
 class WireError(Exception):
@@ -54,6 +60,15 @@ class ReplyTimeout(WireError, TimeoutError):
 
 class BadReply(WireError):
     """The reply was not valid HTTP, or the connection closed partway through it."""
+
+
+class ReplyTooLarge(BadReply):
+    """The reply's body, once decoded, is longer than the limit: the connection is dropped, the rest never read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the reply body is longer than the limit of {limit} bytes ({limit / 2**20:g} MiB) once "
+                         f"decoded; the rest was not read")
+        self.limit = limit
 
 
 class ProxyRefused(WireError):
@@ -83,23 +98,43 @@ def _header_line(name: str, value: str) -> bytes:
     return b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1"))
 
 
-def _decoded(body: bytes, encoding: bytes) -> bytes:
-    """`body` without its Content-Encoding; BadReply for an encoding this module did not ask for, or a corrupt one."""
-    if encoding == b"identity" or not body:
-        return body
-    if encoding in (b"gzip", b"x-gzip", b"deflate"):
-        out = []
+class _Inflater:
+    """A gzip (or zlib) body decoded as it arrives, its members one after another, never more than `limit` bytes of
+    it: a body that inflates past the limit fails at that point, with no more than the limit inflated."""
+
+    def __init__(self, encoding: bytes, limit: int) -> None:
+        self._encoding = encoding.decode()
+        self._limit = limit
+        self._decoder = zlib.decompressobj(wbits=_GZIP_OR_ZLIB)
+        self._midway = False  # a member has begun and not ended
+        self._size = 0  # decoded so far
+
+    def feed(self, data: bytes, out: list[bytes]) -> None:
+        """Decode `data` onto `out`; BadReply when it does not decode, ReplyTooLarge past the limit."""
         try:
-            while body:  # a gzip body may hold several members, one after another
-                decoder = zlib.decompressobj(wbits=47)  # 47: a gzip or a zlib header, whichever comes
-                out.append(decoder.decompress(body))
-                if not decoder.eof:
-                    raise zlib.error("it ends partway through")
-                body = decoder.unused_data
+            while data:
+                self._midway = True
+                # One byte past what the limit leaves: enough to tell that the body goes past it.
+                decoded = self._decoder.decompress(data, self._limit - self._size + 1)
+                self._size += len(decoded)
+                if self._size > self._limit:
+                    raise ReplyTooLarge(self._limit)
+                out.append(decoded)
+                if self._decoder.eof:  # a gzip body may hold several members, one after another
+                    data = self._decoder.unused_data
+                    self._decoder, self._midway = zlib.decompressobj(wbits=_GZIP_OR_ZLIB), False
+                else:
+                    data = self._decoder.unconsumed_tail  # empty unless the output stopped at max_length
         except zlib.error as exc:
-            raise BadReply(f"the {encoding.decode()} reply body does not decode: {exc}") from None
-        return b"".join(out)
-    raise BadReply(f"the reply has content-encoding {encoding.decode('latin-1')!r}, which was not asked for")
+            raise self._undecodable(str(exc)) from None
+
+    def finish(self) -> None:
+        """BadReply when the body ended inside a member."""
+        if self._midway:
+            raise self._undecodable("it ends partway through")
+
+    def _undecodable(self, why: str) -> BadReply:
+        return BadReply(f"the {self._encoding} reply body does not decode: {why}")
 
 
 @dataclass(frozen=True)
@@ -141,14 +176,18 @@ def _split(url: str) -> tuple[tuple[str, str, int], bytes, bytes]:
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection, one request at a time. The parser's callbacks (on_*) complete the reply."""
+    """One keep-alive connection, one request at a time. The parser's callbacks (on_*) complete the reply, whose
+    body, decoded as it arrives, may hold at most `max_reply_bytes`."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_reply_bytes: int) -> None:
         self._loop = asyncio.get_running_loop()
         self._parser = httptools.HttpResponseParser(self)
         self._transport: asyncio.Transport | None = None
         self._reply: asyncio.Future[tuple[int, bytes]] | None = None
+        self._max_reply_bytes = max_reply_bytes
         self._body: list[bytes] = []
+        self._size = 0  # of a body that is not encoded, so far
+        self._inflater: _Inflater | None = None  # decodes (and counts) a gzip body
         self._reply_began = False
         self._headers_done = False
         self._framed = False  # the reply says where its body ends (Content-Length or chunked), not the connection's end
@@ -205,22 +244,43 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
+        if self._encoding is not None and self._encoding in _GZIP_ENCODINGS:
+            self._inflater = _Inflater(self._encoding, self._max_reply_bytes)
 
     def on_body(self, body: bytes) -> None:
-        self._body.append(body)
+        if self._reply is None:  # the reply failed already (too large, undecodable, timed out): the rest is dropped
+            return
+        try:
+            if self._inflater is not None:
+                self._inflater.feed(body, self._body)
+                return
+            self._size += len(body)
+            if self._size > self._max_reply_bytes:
+                raise ReplyTooLarge(self._max_reply_bytes)
+            self._body.append(body)
+        except BadReply as exc:
+            self._fail(exc)
+            self.abort()
 
     def on_message_complete(self) -> None:
         reply, self._reply = self._reply, None
-        body, self._body = b"".join(self._body), []
+        body, self._body, self._size = b"".join(self._body), [], 0
         encoding, self._encoding = self._encoding, None
+        inflater, self._inflater = self._inflater, None
         self._reply_began = self._headers_done = self._framed = False
         self.reusable = self._parser.should_keep_alive() and not self.closed
         if reply is None or reply.done():
             return
         try:
-            reply.set_result((self._parser.get_status_code(), _decoded(body, encoding) if encoding else body))
+            if inflater is not None:
+                inflater.finish()
+            elif body and encoding is not None and encoding != b"identity":
+                raise BadReply(f"the reply has content-encoding {encoding.decode('latin-1')!r}, which was not "
+                               f"asked for")
         except BadReply as exc:
             reply.set_exception(exc)
+            return
+        reply.set_result((self._parser.get_status_code(), body))
 
     # Requests
     def _fail(self, exc: WireError) -> None:
@@ -312,7 +372,7 @@ def _refused(proxy: Proxy, what: str, status: int) -> ProxyRefused:
     return ProxyRefused(f"proxy {proxy.display} refused {what}: HTTP {status}{why}", status=status)
 
 
-async def _tunnel(proxy: Proxy, host: str, port: int, tls: ssl.SSLContext) -> _Connection:
+async def _tunnel(proxy: Proxy, host: str, port: int, tls: ssl.SSLContext, max_reply_bytes: int) -> _Connection:
     """A TLS connection to host:port through `proxy`: CONNECT, then TLS with the endpoint inside the tunnel."""
     loop = asyncio.get_running_loop()
     raw, opening = await loop.create_connection(_TunnelOpening, proxy.host, proxy.port)
@@ -330,7 +390,7 @@ async def _tunnel(proxy: Proxy, host: str, port: int, tls: ssl.SSLContext) -> _C
             raise BadReply(f"proxy {proxy.display} answered CONNECT {authority.decode()} with malformed HTTP")
         if not 200 <= int(status_line[1]) < 300:
             raise _refused(proxy, f"CONNECT {authority.decode()}", int(status_line[1]))
-        connection = _Connection()
+        connection = _Connection(max_reply_bytes)
         transport = await loop.start_tls(raw, connection, tls, server_hostname=host)
     except BaseException:
         raw.abort()
@@ -345,10 +405,13 @@ class ConnectionPool:
     """Keep-alive connections per origin, at most `limit` open at once, each reused while it is idle for less than
     `keepalive_s` (below a server's own keep-alive, uvicorn's 5 s, so a server never closes one under a request).
     Bound to the event loop that first uses it. Each origin's route (direct or through a proxy) is worked out from
-    the environment on its first request (nemo_gym.proxies), and kept for the pool's life."""
+    the environment on its first request (nemo_gym.proxies), and kept for the pool's life. A reply whose body,
+    decoded, is longer than `max_reply_bytes` fails with ReplyTooLarge."""
 
-    def __init__(self, *, limit: int, keepalive_s: float, connect_timeout_s: float) -> None:
+    def __init__(self, *, limit: int, keepalive_s: float, connect_timeout_s: float,
+                 max_reply_bytes: int = MAX_REPLY_BYTES) -> None:
         self._slots = asyncio.Semaphore(limit)
+        self._max_reply_bytes = max_reply_bytes
         self._keepalive_s = keepalive_s
         self._connect_timeout_s = connect_timeout_s
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
@@ -415,15 +478,16 @@ class ConnectionPool:
             tls = self._tls = self._tls or ssl.create_default_context()
         where = f"{host}:{port}" if proxy is None else f"proxy {proxy.display} for {host}:{port}"
         loop = asyncio.get_running_loop()
+        new_connection = functools.partial(_Connection, self._max_reply_bytes)
         try:
             async with asyncio.timeout(self._connect_timeout_s):  # the tunnel and both TLS handshakes included
                 if proxy is None:
-                    _, connection = await loop.create_connection(_Connection, host, port, ssl=tls,
+                    _, connection = await loop.create_connection(new_connection, host, port, ssl=tls,
                                                                  server_hostname=host if tls else None)
                 elif tls is None:
-                    _, connection = await loop.create_connection(_Connection, proxy.host, proxy.port)
+                    _, connection = await loop.create_connection(new_connection, proxy.host, proxy.port)
                 else:
-                    connection = await _tunnel(proxy, host, port, tls)
+                    connection = await _tunnel(proxy, host, port, tls, self._max_reply_bytes)
         except TimeoutError:
             raise ConnectFailed(f"no connection to {where} within {self._connect_timeout_s:g} s") from None
         except OSError as exc:

@@ -1,18 +1,27 @@
 """nemo_gym.http_wire against a raw TCP server on loopback that answers each request as the test scripts it: reuse of
-keep-alive connections, chunked bodies both ways, and each way a reply can fail, with the failure class
-nemo_gym.http_client gives it."""
+keep-alive connections, chunked bodies both ways, each way a reply can fail, with the failure class
+nemo_gym.http_client gives it, and the limit on a reply's length (a gzip bomb included)."""
 
 import asyncio
 import ssl
 import subprocess
+import tracemalloc
+import zlib
 from pathlib import Path
 from typing import Awaitable, Callable
 
 import pytest
 
-from nemo_gym.failures import RequestFailed
+from nemo_gym.failures import FailureClass, RequestFailed
 from nemo_gym.http_client import HttpClient
-from nemo_gym.http_wire import BadReply, ConnectFailed, ConnectionPool, ReplyTimeout
+from nemo_gym.http_wire import (
+    MAX_REPLY_BYTES,
+    BadReply,
+    ConnectFailed,
+    ConnectionPool,
+    ReplyTimeout,
+    ReplyTooLarge,
+)
 
 Answer = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]  # the request's bytes -> keep the connection?
 
@@ -111,9 +120,9 @@ async def chunked_reply(request: bytes, writer: asyncio.StreamWriter) -> bool:
     return True
 
 
-def pool(**kwargs: float) -> ConnectionPool:
-    return ConnectionPool(limit=kwargs.get("limit", 16), keepalive_s=kwargs.get("keepalive_s", 60.0),
-                          connect_timeout_s=5.0)
+def pool(*, limit: int = 16, keepalive_s: float = 60.0, max_reply_bytes: int = MAX_REPLY_BYTES) -> ConnectionPool:
+    return ConnectionPool(limit=limit, keepalive_s=keepalive_s, connect_timeout_s=5.0,
+                          max_reply_bytes=max_reply_bytes)
 
 
 def test_keep_alive_connection_is_reused_and_the_request_is_what_was_asked() -> None:
@@ -284,3 +293,76 @@ def test_https_to_a_server_whose_certificate_the_default_context_trusts(tmp_path
     asyncio.run(main(trusted=False))  # the system's trust store does not know this certificate
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     asyncio.run(main(trusted=True))
+
+
+LIMIT = 1 << 20  # the tests' reply limit: 1 MiB
+
+
+def _gzip(size: int) -> bytes:
+    """`size` zero bytes, gzip-encoded: 1 KiB per MiB, a bomb at any size."""
+    encoder = zlib.compressobj(wbits=31)
+    chunk = bytes(1 << 20)
+    parts = [encoder.compress(chunk[:min(len(chunk), size - done)]) for done in range(0, size, len(chunk))]
+    return b"".join(parts) + encoder.flush()
+
+
+def sends(body: bytes, encoding: bytes = b"") -> Answer:
+    """Answers with `body` (framed by content-length, labelled `encoding`), however much of it the client takes."""
+    extra = b"content-encoding: %s\r\n" % encoding if encoding else b""
+
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        try:
+            writer.write(_reply(body, extra=extra))
+            await writer.drain()
+        except ConnectionError:  # the client stopped reading and closed: what a too long reply is for
+            return False
+        return True
+    return answer
+
+
+@pytest.mark.parametrize("body, encoding", [(b"x" * LIMIT, b""), (_gzip(LIMIT), b"gzip")], ids=["plain", "gzip"])
+def test_a_reply_of_the_limit_is_whole(body: bytes, encoding: bytes) -> None:
+    async def main() -> None:
+        async with ScriptedServer([sends(body, encoding)]) as server:
+            connections = pool(max_reply_bytes=LIMIT)
+            status, reply = await connections.request("GET", server.url, None, None, 10.0)
+            connections.close()
+            assert status == 200 and len(reply) == LIMIT
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("body, encoding", [
+    (b"x" * (LIMIT + 1), b""),
+    (_gzip(LIMIT + 1), b"gzip"),
+    (_gzip(64 * LIMIT), b"gzip"),  # 64 KiB on the wire, 64 MiB inflated
+], ids=["plain", "gzip", "gzip_bomb"])
+def test_a_reply_longer_than_the_limit_fails_in_bounded_memory(body: bytes, encoding: bytes) -> None:
+    """The body is read (and inflated) only up to the limit: the request fails as an invalid response naming the
+    URL, without its query, and the limit, and the memory taken stays a small multiple of the limit."""
+    async def main() -> tuple[int, RequestFailed]:
+        async with ScriptedServer([sends(body, encoding), ok()]) as server:
+            connections = pool(max_reply_bytes=LIMIT)
+            tracemalloc.start()
+            try:
+                with pytest.raises(ReplyTooLarge, match=f"limit of {LIMIT} bytes"):
+                    await connections.request("GET", server.url, None, None, 10.0)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            # The connection was dropped, the pool goes on with a new one.
+            assert await connections.request("GET", server.url, None, None, 10.0) == (200, b'{"ok": true}')
+            connections.close()
+            assert server.connections == 2
+            client = HttpClient(max_reply_bytes=LIMIT)
+            server.answers, server.requests = [sends(body, encoding)], []
+            with pytest.raises(RequestFailed) as failed:
+                await client.get_json(f"{server.url}&api_key=SECRET")
+            await client.aclose()
+            return peak, failed.value
+
+    peak, error = asyncio.run(main())
+    assert peak < 4 * LIMIT, f"{peak} bytes allocated at the peak for a {LIMIT}-byte limit"
+    assert error.failure_class == FailureClass.INVALID_RESPONSE
+    message = str(error)
+    assert "ReplyTooLarge calling http://127.0.0.1:" in message and f"/x: the reply body is longer than the limit " \
+        f"of {LIMIT} bytes (1 MiB)" in message and "SECRET" not in message
