@@ -5,12 +5,30 @@ other: `+model_url` turns a local_vllm_model into a vllm_model by dropping the k
 (nemo_gym.config.shortcuts).
 """
 
+from dataclasses import dataclass
+
 from pydantic import Field, model_validator
 
 from nemo_gym.config.servers import ServerSettings
 from nemo_gym.config.timeouts import MODEL_REQUEST_TIMEOUT_S
 from nemo_gym.config.typed import Text
 from nemo_gym.loopback import is_loopback
+
+
+@dataclass(frozen=True)
+class OutlierRules:
+    """When vllm_model ejects a replica and for how long (nemo_gym.responses_api_models.vllm_model.routing)."""
+
+    consecutive_failures: int = 3
+    failure_rate: float = 0.5
+    ejection_base_s: float = 2.0
+    ejection_max_s: float = 60.0
+    max_ejected_share: float = 0.5
+    hang_factor: float = 5.0
+    hang_floor_s: float = 2.0
+
+
+_OUTLIER = OutlierRules()
 
 
 class EndpointLimitSettings(ServerSettings):
@@ -26,6 +44,9 @@ class EndpointLimitSettings(ServerSettings):
     max_rate_limited_attempts: int = Field(5, ge=1)
     """Times one call is sent while the endpoint answers 429, each after the wait its Retry-After asks for; then
     the call fails as rate_limited."""
+    max_rate_limit_wait_s: float = Field(120.0, gt=0)
+    """The longest wait a 429 is waited out for (its Retry-After, or when the rate limits it names reset): one that
+    asks for more (a spent quota) fails the call as rate_limited at once, and the collector stops the run."""
 
 
 class VLLMModelSettings(EndpointLimitSettings):
@@ -39,6 +60,29 @@ class VLLMModelSettings(EndpointLimitSettings):
     """Return prompt and generation token ids (and logprobs) by default, for training."""
     request_timeout_s: float = Field(MODEL_REQUEST_TIMEOUT_S, gt=0)
     """Seconds per vLLM request."""
+    eject_consecutive_failures: int = Field(_OUTLIER.consecutive_failures, ge=1)
+    """A replica whose requests fail (5xx, an invalid reply, no answer in time) this many times in a row is ejected."""
+    eject_failure_rate: float = Field(_OUTLIER.failure_rate, gt=0, le=1)
+    """... or whose recent share of failed requests passes this and is 3x its peers'."""
+    ejection_base_s: float = Field(_OUTLIER.ejection_base_s, gt=0)
+    """How long a replica stays ejected the first time; doubled for each ejection that follows soon after."""
+    ejection_max_s: float = Field(_OUTLIER.ejection_max_s, gt=0)
+    """The longest a replica stays ejected before a request probes it."""
+    max_ejected_share: float = Field(_OUTLIER.max_ejected_share, ge=0, le=1)
+    """At most this share of the replicas is out at once (ejected or down); 0 ejects none."""
+    hang_factor: float = Field(_OUTLIER.hang_factor, gt=1)
+    """A request this many times older than the recent p99 latency, on a replica that answers nothing while the
+    others do, is given up and sent to another replica."""
+    hang_floor_s: float = Field(_OUTLIER.hang_floor_s, gt=0)
+    """... and at least this many seconds old."""
+    failover_attempts: int = Field(3, ge=1)
+    """Replicas a request may try when one fails it (5xx, an invalid reply, no connection, no answer in time)."""
+
+    def outlier_rules(self) -> OutlierRules:
+        return OutlierRules(consecutive_failures=self.eject_consecutive_failures, failure_rate=self.eject_failure_rate,
+                            ejection_base_s=self.ejection_base_s, ejection_max_s=self.ejection_max_s,
+                            max_ejected_share=self.max_ejected_share, hang_factor=self.hang_factor,
+                            hang_floor_s=self.hang_floor_s)
 
 
 class LocalVLLMModelSettings(VLLMModelSettings):

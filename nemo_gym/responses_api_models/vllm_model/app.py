@@ -2,12 +2,12 @@
 
 Settings: `base_url` (one URL or a list, each ending in /v1), `api_key`, `model`, `return_token_id_information`,
 `request_timeout_s` (default: `config.timeouts.MODEL_REQUEST_TIMEOUT_S`), and the endpoint's rate limits
-(`max_requests_per_minute`, `max_tokens_per_minute`, `max_rate_limited_attempts`: see endpoint_calls.py), held by
-this server as a whole.
+(`max_requests_per_minute`, `max_tokens_per_minute`, `max_rate_limited_attempts`, `max_rate_limit_wait_s`:
+see endpoint_calls.py), held by this server as a whole.
 
 Each generation request goes through `EndpointCalls` (paced, re-sent after a 429, measured); a Responses reply
 carries the call's record under `nemo_gym.model_calls.REPLY_FIELD`. `GET /preflight` checks every base URL
-(nemo_gym.responses_api_models.preflight).
+(nemo_gym.responses_api_models.preflight); `GET /rate_limited` counts the 429s they answered (endpoint_calls.py).
 
 Token-exact continuation: when a request asks for token ids and its input already carries an earlier turn's exact
 tokens (agents pass the output items back), the prompt is those tokens plus only what the chat template adds for
@@ -23,9 +23,9 @@ prompt that leaves no room gets the empty incomplete answer of a full context, w
 import asyncio
 import logging
 import re
-from contextlib import contextmanager
+from dataclasses import asdict
 from functools import partial
-from typing import Any, ClassVar, Iterator
+from typing import Any, Awaitable, Callable, ClassVar, TypeVar
 
 from starlette.requests import Request
 from starlette.routing import Route
@@ -37,14 +37,18 @@ from nemo_gym.config.servers import ServerSpec
 from nemo_gym.failures import FailureClass
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.config.model_servers import VLLMModelSettings
-from nemo_gym.model_calls import REPLY_FIELD, ModelCall
+from nemo_gym.model_calls import REPLY_FIELD, ModelCall, public_endpoint
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
 from nemo_gym.responses_api_models.preflight import PREFLIGHT_PATH, check_endpoint
-from nemo_gym.responses_api_models.rate_limits import Budgets, shared_limiter
-from nemo_gym.responses_api_models.vllm_model.routing import probe, shared_router
+from nemo_gym.responses_api_models.vllm_model.hang_watch import HangWatch
+from nemo_gym.responses_api_models.vllm_model.routing import HEALTH_CLASSES, probe, shared_router
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+REPLICAS_PATH = "/replicas"
+# A request that failed for one of these on one replica may be answered by another.
+_FAILOVER_CLASSES = HEALTH_CLASSES | {FailureClass.CONNECT}
 
 # vLLM 0.32 answers 400 with one of these when the prompt leaves no room to generate: longer than max_model_len
 # ("maximum context length is ..."), or exactly max_model_len ("max_tokens must be at least 1, got 0" after it
@@ -97,19 +101,31 @@ class VLLMModelServer(BaseServer):
         self.model: str = self.settings.model or ""
         self.base_urls: list[str] = _as_list(self.settings.base_url) if self.settings.base_url else []
         self.timeout_s = self.settings.request_timeout_s
-        self.router = shared_router(spec.name, max(1, len(self.base_urls)), "load_aware")
+        self.router = shared_router(spec.name, max(1, len(self.base_urls)), "load_aware",
+                                    self.settings.outlier_rules())
+        self.hang_watch = HangWatch(self.router)
         self._probes: set[asyncio.Task[bool]] = set()
         self._closing: dict[str, list[int]] = {}  # per vLLM base URL: how its chat template closes assistant turns
-        budgets = Budgets(self.settings.max_requests_per_minute, self.settings.max_tokens_per_minute)
-        self.endpoint_calls = EndpointCalls(shared_limiter(spec.name, budgets),
-                                            max_rate_limited_attempts=self.settings.max_rate_limited_attempts)
+        self.endpoint_calls = EndpointCalls.of_server(spec.name, self.settings)
 
     def routes(self) -> list[Route]:
         return [
             json_route("/v1/responses", self.responses),
             json_route("/v1/chat/completions", self.chat_completions),
             json_route(PREFLIGHT_PATH, self.preflight, methods=("GET",)),
+            self.endpoint_calls.route(),
+            json_route(REPLICAS_PATH, self.replica_stats, methods=("GET",)),
         ]
+
+    async def shutdown(self) -> None:
+        self.hang_watch.close()
+        await super().shutdown()
+
+    async def replica_stats(self, body: Any, request: Request) -> dict[str, Any]:
+        """Each replica's state and counters (requests, failures by class, ejections), for the progress file."""
+        snapshot = self.router.snapshot()
+        return {"replicas": [{"endpoint": public_endpoint(url), **asdict(stats)}
+                             for url, stats in zip(self.base_urls, snapshot.replicas)]}
 
     async def preflight(self, body: Any, request: Request) -> dict[str, Any]:
         """The check of every base URL (reachable, key accepted, model served, context length)."""
@@ -117,22 +133,37 @@ class VLLMModelServer(BaseServer):
                   for url in self.base_urls]
         return {"checks": [check.to_dict() for check in await asyncio.gather(*checks)]}
 
-    @contextmanager
-    def replica(self, request: Request) -> Iterator[str]:
-        """The vLLM base URL for this request, counted in flight on its replica until the request ends.
+    async def on_replicas(self, request: Request, call: Callable[[str], Awaitable[T]]) -> T:
+        """`call` with the vLLM base URL of a replica, counted in flight there until it ends; on a failure of the
+        replica's (`_FAILOVER_CLASSES`), again on another one, at most `failover_attempts` replicas in all.
 
-        routing.py picks it: the replica of the session's last turn (its prefix cache) while that replica is up and
-        not overloaded, else the least loaded one that is up; a replica that refuses a connection is down until a
-        probe, started here by the traffic that needs one, finds it answering.
+        routing.py picks each: the replica of the session's last turn (its prefix cache) while that replica is in
+        service and not overloaded, else the least loaded one in service; it ejects a replica that keeps failing.
+        A replica that refuses a connection is down until a probe, started here by the traffic that needs one, finds
+        it answering; hang_watch.py ends a request on a replica that stopped answering.
         """
+        session = request.headers.get(protocol.SESSION_HEADER)
+        tried: tuple[int, ...] = ()
+        while True:
+            self._probe_down_replicas()
+            try:
+                with self.router.routed(session, avoid=tried) as index:
+                    tried += (index,)
+                    return await self.hang_watch.watched(index, call(self.base_urls[index]))
+            except RequestFailed as exc:
+                if (exc.failure_class not in _FAILOVER_CLASSES or len(tried) >= self.settings.failover_attempts
+                        or not self.router.in_service_besides(tried)):
+                    raise
+                logger.info("replica %s failed a request (%s), sending it to another: %s",
+                            public_endpoint(self.base_urls[tried[-1]]), exc.failure_class.value, exc.message)
+
+    def _probe_down_replicas(self) -> None:
         for index in self.router.due_probes():
             url = f"{self.base_urls[index]}/models"
             check = partial(self.http.get_json, url, headers=self._headers(), timeout_s=self.settings.connect_timeout_s)
             task = asyncio.get_running_loop().create_task(probe(self.router, index, check))
             self._probes.add(task)
             task.add_done_callback(self._probes.discard)
-        with self.router.routed(request.headers.get(protocol.SESSION_HEADER)) as index:
-            yield self.base_urls[index]
 
     def _headers(self) -> dict[str, str]:
         api_key = self.settings.api_key
@@ -144,10 +175,9 @@ class VLLMModelServer(BaseServer):
                                               model=self.model, headers=self._headers(), timeout_s=self.timeout_s)
 
     async def responses(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
-        with self.replica(request) as base_url:
-            return await self._respond(base_url, body)
+        return await self.on_replicas(request, partial(self._respond, body=body))
 
-    async def _respond(self, base_url: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _respond(self, base_url: str, *, body: dict[str, Any]) -> dict[str, Any]:
         params = dict(body)
         default = self.settings.return_token_id_information
         with_tokens = bool(params.pop(protocol.RETURN_TOKENS_PARAM, default))
@@ -175,7 +205,7 @@ class VLLMModelServer(BaseServer):
                 return protocol.incomplete_response(params, self.model)
             raise
         if not completion.get("choices"):
-            raise HandlerError(502, "vLLM answered without choices", FailureClass.INVALID_RESPONSE)
+            raise RequestFailed(FailureClass.INVALID_RESPONSE, f"{public_endpoint(base_url)} answered without choices")
         return {**protocol.chat_to_response(completion, params, with_token_info=with_tokens),
                 REPLY_FIELD: call.to_dict()}
 
@@ -232,10 +262,12 @@ class VLLMModelServer(BaseServer):
                 return protocol.incomplete_response(params, self.model)
             raise
         if not completion.get("choices"):
-            raise HandlerError(502, "vLLM answered without choices", FailureClass.INVALID_RESPONSE)
+            raise RequestFailed(FailureClass.INVALID_RESPONSE, f"{public_endpoint(base_url)} answered without choices")
         return {**protocol.text_completion_to_response(completion, params), REPLY_FIELD: call.to_dict()}
 
     async def chat_completions(self, body: dict[str, Any], request: Request) -> Any:
-        with self.replica(request) as base_url:
+        async def chat(base_url: str) -> Any:
             completion, _ = await self._generate(base_url, "/chat/completions", {**body, "model": self.model})
-        return completion
+            return completion
+
+        return await self.on_replicas(request, chat)

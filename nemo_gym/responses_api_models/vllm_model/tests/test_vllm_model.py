@@ -155,11 +155,12 @@ def test_other_400_stays_an_error(model_url: str, stubs) -> None:
     assert sum(len(s.requests) for s in stubs) == 1  # a 4xx is not retried
 
 
-def test_upstream_5xx_is_reported_after_one_call(model_url: str, stubs) -> None:
+def test_upstream_5xx_on_every_replica_is_reported_after_one_call_on_each(model_url: str, stubs) -> None:
     reply = post(model_url, {"input": "FAIL"}, session="s")
     assert reply.status_code == 502 and reply.json()["error"]["failure_class"] == "http_5xx"
-    # One attempt: the rollout's caller owns the retry budget (docs/architecture.md, "Retry budget").
-    assert sum(len(s.requests) for s in stubs) == 1
+    # The failed call went to the other replica once (routing.py), and no further: the rollout's caller owns the
+    # retry budget (docs/architecture.md, "Retry budget").
+    assert [len(s.requests) for s in stubs] == [1, 1]
 
 
 def test_token_ids_per_request(model_url: str, stubs) -> None:

@@ -1,0 +1,96 @@
+"""A replica that accepts requests and never answers, found while its requests wait (one watch per worker process).
+
+A request older than `hang_factor` times the recent p99 latency of this process's answered requests (at least
+`hang_floor_s`: OutlierRules), on a replica that has answered nothing since the request was sent while another
+replica did, is given up as a timeout; the router counts it towards the replica's ejection and the model server sends
+the request to another replica. A slow replica still answers and is not taken for a hung one; a fleet paused as a
+whole (a weight update) answers nothing anywhere, and nothing is given up; with one replica there is no peer to
+compare with, and nothing is watched.
+"""
+
+import asyncio
+import math
+from collections import deque
+from contextlib import contextmanager
+from typing import Awaitable, Iterator, TypeVar
+
+from nemo_gym.failures import FailureClass, RequestFailed
+from nemo_gym.responses_api_models.vllm_model.routing import ReplicaRouter
+
+HANG_MIN_SAMPLES = 20  # answered requests in this process before a p99 is trusted
+HANG_SAMPLES = 512
+HANG_CHECK_S = 0.25
+T = TypeVar("T")
+
+
+class HangWatch:
+    """Finds requests a replica accepted and never answers (module docstring).
+
+    Each request runs under `watched`; a task started with the first request checks every `HANG_CHECK_S` and ends
+    the requests it finds hung with a `RequestFailed` timeout."""
+
+    def __init__(self, router: ReplicaRouter) -> None:
+        self.router = router
+        self._latencies: deque[float] = deque(maxlen=HANG_SAMPLES)
+        self._watched: dict[int, tuple[int, float, asyncio.Timeout]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def threshold_s(self) -> float | None:
+        """How old a request must be to be taken for hung; None until enough requests were answered."""
+        if len(self._latencies) < HANG_MIN_SAMPLES:
+            return None
+        ordered = sorted(self._latencies)
+        p99 = ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+        return max(self.router.rules.hang_floor_s, self.router.rules.hang_factor * p99)
+
+    @contextmanager
+    def _registered(self, index: int, sent_at: float, timeout: asyncio.Timeout) -> Iterator[None]:
+        key = id(timeout)
+        self._watched[key] = (index, sent_at, timeout)
+        try:
+            yield
+        finally:
+            del self._watched[key]
+
+    async def watched(self, index: int, request: Awaitable[T]) -> T:
+        """Await `request` (to replica `index`), given up as a timeout if the watch finds it hung."""
+        if self.router.replicas < 2:  # no peer to tell a hung replica from a slow fleet
+            return await request
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._watch())
+        sent_at = self.router.clock()
+        try:
+            async with asyncio.timeout(None) as timeout:
+                with self._registered(index, sent_at, timeout):
+                    result = await request
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            raise RequestFailed(FailureClass.TIMEOUT, f"replica {index} answered nothing for "
+                                f"{self.router.clock() - sent_at:.1f} s while the others answered") from None
+        self._latencies.append(self.router.clock() - sent_at)
+        return result
+
+    async def _watch(self) -> None:
+        while self._watched:
+            await asyncio.sleep(HANG_CHECK_S)
+            self.check()
+
+    def check(self) -> int:
+        """End the requests that are hung now; how many."""
+        threshold = self.threshold_s()
+        if threshold is None:
+            return 0
+        now = self.router.clock()
+        answered = [self.router.last_answered(i) for i in range(self.router.replicas)]
+        hung = 0
+        for index, sent_at, timeout in list(self._watched.values()):
+            others = max((at for i, at in enumerate(answered) if i != index), default=0.0)
+            if now - sent_at > threshold and answered[index] < sent_at < others and not timeout.expired():
+                timeout.reschedule(asyncio.get_running_loop().time())
+                hung += 1
+        return hung
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()

@@ -1,0 +1,177 @@
+"""Outlier ejection in the replica router (routing.py) and the hang watch (hang_watch.py), on a fake clock: which
+failures eject, for how long, the probe that readmits, the share that may be out, and a hung replica told from a
+slow or paused fleet."""
+
+import asyncio
+
+import pytest
+
+from nemo_gym.config.model_servers import OutlierRules
+from nemo_gym.failures import FailureClass, RequestFailed
+from nemo_gym.responses_api_models.vllm_model.hang_watch import HANG_MIN_SAMPLES, HangWatch
+from nemo_gym.responses_api_models.vllm_model.routing import RATE_MIN_REQUESTS, ReplicaRouter
+
+RULES = OutlierRules()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _router(replicas: int, **rules: float) -> tuple[ReplicaRouter, Clock]:
+    clock = Clock()
+    return ReplicaRouter(replicas, rules=OutlierRules(**rules), clock=clock), clock  # type: ignore[arg-type]
+
+
+def _fail(router: ReplicaRouter, index: int, failure_class: FailureClass = FailureClass.HTTP_5XX) -> None:
+    router.failed(index, failure_class)
+
+
+def _picks(router: ReplicaRouter, count: int, name: str = "new") -> set[int]:
+    """The replicas `count` new sessions went to."""
+    chosen = set()
+    for n in range(count):
+        index = router.pick(f"{name}-{n}")
+        chosen.add(index)
+        router.answered(index)
+        router.done(index)
+    return chosen
+
+
+def test_consecutive_failures_eject_a_replica_and_a_real_request_probes_it_back() -> None:
+    router, clock = _router(2)
+    for _ in range(RULES.consecutive_failures - 1):
+        _fail(router, 1)
+    assert router.snapshot().replicas[1].state == "in_service"
+    _fail(router, 1)
+    stats = router.snapshot().replicas[1]
+    assert (stats.state, stats.ejections, stats.failures) == ("ejected", 1, {"http_5xx": RULES.consecutive_failures})
+    assert _picks(router, 20) == {0}  # new sessions and sticky ones alike avoid it
+    clock.now += RULES.ejection_base_s
+    probe = router.pick(None)
+    assert probe == 1 and router.snapshot().replicas[1].state == "probing"
+    assert _picks(router, 5, "during") == {0}  # one probe at a time
+    router.answered(probe)
+    router.done(probe)
+    assert router.snapshot().replicas[1].state == "in_service"
+    assert 1 in _picks(router, 8, "after")
+
+
+def test_a_failed_probe_ejects_again_for_twice_as_long() -> None:
+    router, clock = _router(2)
+    for _ in range(RULES.consecutive_failures):
+        _fail(router, 1)
+    clock.now += RULES.ejection_base_s
+    assert router.pick(None) == 1
+    _fail(router, 1)
+    router.done(1)
+    stats = router.snapshot().replicas[1]
+    assert stats.state == "ejected" and stats.ejections == 2
+    assert stats.ejected_for_s == pytest.approx(2 * RULES.ejection_base_s)
+
+
+def test_a_failure_rate_far_above_the_peers_ejects() -> None:
+    router, _ = _router(3)
+    for n in range(RATE_MIN_REQUESTS * 10):
+        if n % 3 == 2:  # two of three fail, never three in a row
+            router.answered(2)
+        else:
+            _fail(router, 2)
+        router.answered(0)
+        router.answered(1)
+        if router.snapshot().replicas[2].state == "ejected":
+            break
+    assert router.snapshot().replicas[2].state == "ejected"
+    assert [r.ejections for r in router.snapshot().replicas] == [0, 0, 1]
+
+
+def test_failures_of_the_request_or_the_rate_limit_never_eject() -> None:
+    router, _ = _router(2)
+    for _ in range(10):
+        _fail(router, 1, FailureClass.HTTP_4XX)
+        _fail(router, 1, FailureClass.RATE_LIMITED)
+    stats = router.snapshot().replicas[1]
+    assert stats.state == "in_service" and stats.failures == {"http_4xx": 10, "rate_limited": 10}
+
+
+def test_at_most_the_configured_share_is_out_so_a_fleet_wide_failure_stays_visible() -> None:
+    router, _ = _router(4)
+    for _ in range(RULES.consecutive_failures):
+        for index in range(4):
+            _fail(router, index)
+    states = [r.state for r in router.snapshot().replicas]
+    assert states.count("ejected") == 2 and states.count("in_service") == 2
+    router.failed_to_connect(0)  # down counts towards the share too, and replaces an ejection
+    assert router.snapshot().replicas[0].state == "down"
+    none, _ = _router(1)
+    for _ in range(10):
+        _fail(none, 0)
+    assert none.snapshot().replicas[0].state == "in_service"  # one replica: never ejected
+
+
+def test_every_replica_out_still_routes_requests() -> None:
+    router, _ = _router(2, max_ejected_share=1.0)
+    for _ in range(RULES.consecutive_failures):
+        _fail(router, 0)
+        _fail(router, 1)
+    assert [r.state for r in router.snapshot().replicas] == ["ejected", "ejected"]
+    assert router.pick("s") in (0, 1)
+
+
+def test_a_failed_request_may_go_to_a_replica_it_has_not_tried() -> None:
+    router, _ = _router(3)
+    assert router.in_service_besides((0, 1))
+    for _ in range(RULES.consecutive_failures):
+        _fail(router, 2)
+    assert not router.in_service_besides((0, 1))
+    assert router.pick("s", avoid=(0,)) == 1
+
+
+async def _pending_forever() -> None:
+    await asyncio.Event().wait()
+
+
+def test_the_hang_watch_gives_up_a_request_on_a_replica_that_answers_nothing() -> None:
+    async def scenario() -> None:
+        router, clock = _router(2, hang_floor_s=1.0)
+        watch = HangWatch(router)
+        for _ in range(HANG_MIN_SAMPLES):
+            await watch.watched(0, asyncio.sleep(0))
+        assert watch.threshold_s() == 1.0  # p99 near 0: the floor
+        hung = asyncio.create_task(watch.watched(1, _pending_forever()))
+        await asyncio.sleep(0)
+        clock.now += 0.5
+        router.answered(0)  # the other replica answers meanwhile
+        assert watch.check() == 0  # not old enough yet
+        clock.now += 1.0
+        assert watch.check() == 1
+        with pytest.raises(RequestFailed) as failed:
+            await hung
+        assert failed.value.failure_class == FailureClass.TIMEOUT
+        watch.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_hang_watch_leaves_a_paused_fleet_and_a_slow_replica_alone() -> None:
+    async def scenario() -> None:
+        router, clock = _router(2, hang_floor_s=1.0)
+        watch = HangWatch(router)
+        for _ in range(HANG_MIN_SAMPLES):
+            await watch.watched(0, asyncio.sleep(0))
+        paused = asyncio.create_task(watch.watched(1, _pending_forever()))
+        await asyncio.sleep(0)
+        clock.now += 10.0
+        assert watch.check() == 0  # nobody answered: a paused fleet, not a hung replica
+        router.answered(1)  # replica 1 answers another request: slow, not hung
+        router.answered(0)
+        clock.now += 10.0
+        assert watch.check() == 0
+        paused.cancel()
+        watch.close()
+
+    asyncio.run(scenario())
