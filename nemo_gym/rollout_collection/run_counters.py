@@ -74,7 +74,10 @@ class RunCounters:
 
 
 class ProgressFileTicker:
-    """Writes the progress file every `progress_file.INTERVAL_S` seconds while the run goes, and once at the end."""
+    """Writes the progress file every `progress_file.INTERVAL_S` seconds while the run goes, and once at the end.
+
+    The file only shows the run: a write that fails (a full disk) is said once, as a warning, and the ticker goes on
+    trying at each tick; the run, and its verdict, are not affected."""
 
     def __init__(self, path: Path, output: Path, progress: Progress, counters: RunCounters, limit: AdaptiveLimit,
                  budget: RetryBudget) -> None:
@@ -87,6 +90,7 @@ class ProgressFileTicker:
         self.started_at = time.time()
         self._finished: deque[tuple[float, int]] = deque()  # (time, finished so far), over the last minute
         self._task: asyncio.Task[None] | None = None
+        self._write_failed = False  # a failed write was reported: later ones are not
 
     def _rate(self, now: float, finished: int) -> float:
         self._finished.append((now, finished))
@@ -128,7 +132,13 @@ class ProgressFileTicker:
         }
 
     def write(self, state: str, message: str = "") -> None:
-        write_progress(self.path, self.snapshot(state, message))
+        try:
+            write_progress(self.path, self.snapshot(state, message))
+        except OSError as exc:
+            if not self._write_failed:
+                self._write_failed = True
+                print(f"warning: cannot write the progress file {self.path} ({exc}); the run goes on, and the "
+                      f"file is tried again every {INTERVAL_S:g} s", flush=True)
 
     async def _tick(self) -> None:
         while True:
