@@ -34,7 +34,7 @@ from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.progress import Progress
 from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes, file_size
-from nemo_gym.rollout_collection.reverify_plan import Step, Survey, plan_steps, survey
+from nemo_gym.rollout_collection.reverify_plan import Key, Step, Survey, plan_steps, survey
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy, RolloutSuccess
 from nemo_gym.rollout_collection.runner import Runner
 from nemo_gym.rollout_collection.store import (
@@ -44,6 +44,7 @@ from nemo_gym.rollout_collection.store import (
     repair_torn_tail,
     scan_done,
 )
+from nemo_gym.run_files.failures import latest_failures
 from nemo_gym.run_files.manifest import write_manifest
 from nemo_gym.run_files.paths import RunPaths
 from nemo_gym.run_format import MANIFEST_FINGERPRINT, MANIFEST_SHARD_ROLLOUTS
@@ -139,8 +140,9 @@ def _copy_inputs(source: Path, dest: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _prepare(config: RolloutReverificationConfig, plan: Survey) -> tuple[AppendFile, KeySet, dict]:
-    """Lock the new output, check or resume its state, then write its materialized inputs and manifest."""
+def _prepare(config: RolloutReverificationConfig, plan: Survey) -> tuple[AppendFile, KeySet, dict, set[Key]]:
+    """Lock the new output, check or resume its state, then write its materialized inputs and manifest. Also the
+    keys its failures file holds already (a resumed run's carried records among them)."""
     config.output_path.parent.mkdir(parents=True, exist_ok=True)
     output = lock_output(config.output_path)
     try:
@@ -156,16 +158,17 @@ def _prepare(config: RolloutReverificationConfig, plan: Survey) -> tuple[AppendF
                     _say(f"repaired {path}: dropped a torn last line left by an interrupted run")
             done = scan_done(config.output_path, plan.rollouts_per_task).done
             prior = previous_attempts(config.failures_jsonl_fpath, done)
+            recorded = set(latest_failures([config.failures_jsonl_fpath], done))
         else:
             check_fresh(config)
-            done, prior = KeySet(plan.rollouts_per_task), {}
+            done, prior, recorded = KeySet(plan.rollouts_per_task), {}, set()
         _copy_inputs(config.source_materialized_fpath, config.run_paths.materialized_inputs)
         write_manifest(config.manifest_fpath, {
             MANIFEST_FINGERPRINT: fp, "input_jsonl_fpath": config.input_jsonl_fpath,
             MANIFEST_SHARD_ROLLOUTS: plan.actions["verify"] + plan.actions["copy"],
             "actions": dict(plan.actions), "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
-        return output, done, prior
+        return output, done, prior, recorded
     except BaseException:
         output.close()
         raise
@@ -173,10 +176,12 @@ def _prepare(config: RolloutReverificationConfig, plan: Survey) -> tuple[AppendF
 
 class _PassThrough:
     """Writes the steps that need no verification (copies, carried failures) as the runner's workers pull the
-    rest: one pass over the run, in key order."""
+    rest: one pass over the run, in key order. A failure that `recorded` (the failures file) holds already was
+    carried by an earlier run of this re-verification: it is not carried again."""
 
-    def __init__(self, output: AppendFile, failures: AppendFile, done: KeySet, progress: Progress) -> None:
-        self.output, self.failures, self.done, self.progress = output, failures, done, progress
+    def __init__(self, output: AppendFile, failures: AppendFile, done: KeySet, recorded: set[Key],
+                 progress: Progress) -> None:
+        self.output, self.failures, self.done, self.recorded, self.progress = output, failures, done, recorded, progress
         self.copied = 0
 
     def to_verify(self, steps: Iterator[Step]) -> Iterator[bytes]:
@@ -192,7 +197,7 @@ class _PassThrough:
                 self.done.add(*step.key)
                 self.copied += 1
                 self.progress.record_success(float(orjson.loads(line)["reward"]))
-            else:  # carry: the next run's failures file starts from it
+            elif step.key not in self.recorded:  # carry: the next run's failures file starts from it
                 self.failures.write_line(step.source_line)
 
 
@@ -209,8 +214,8 @@ async def reverify_rollouts(config: RolloutReverificationConfig,
         with closing(_steps(config)) as steps:
             plan = survey(steps)
         environments = await _check_environments(servers, plan)
-        output, done, prior = _prepare(config, plan)
-        summary = await _run(config, plan, servers, environments, output, done, prior, progress_stream)
+        output, done, prior, recorded = _prepare(config, plan)
+        summary = await _run(config, plan, servers, environments, output, done, prior, recorded, progress_stream)
         if not config.disable_aggregation and file_size(config.output_path):
             try:
                 result = await aggregate_rollouts([config.output_path], config.aggregate_metrics_fpath, servers)
@@ -231,7 +236,7 @@ async def reverify_rollouts(config: RolloutReverificationConfig,
 
 
 async def _run(config: RolloutReverificationConfig, plan: Survey, servers: ServerClient,
-               environments: dict[str, str], output: AppendFile, done: KeySet, prior: dict,
+               environments: dict[str, str], output: AppendFile, done: KeySet, prior: dict, recorded: set[Key],
                progress_stream: TextIO) -> CollectionSummary:
     total = plan.actions["verify"] + plan.actions["copy"]
     progress = Progress(total, len(done), config.progress_interval_s, progress_stream)
@@ -239,7 +244,7 @@ async def _run(config: RolloutReverificationConfig, plan: Survey, servers: Serve
     policy = RolloutPolicy(config.max_attempts, config.verify_timeout_s, config.retry_backoff_s)
     runner = Runner(VerifyEngine(servers, policy, environments), config.max_total_attempts, output, failures, done,
                     prior, progress)
-    passing = _PassThrough(output, failures, done, progress)
+    passing = _PassThrough(output, failures, done, recorded, progress)
     _say(f"re-verifying {plan.actions['verify']} rollouts of {config.input_jsonl_fpath}"
          + (f" (copying {plan.actions['copy']} verified ones)" if config.failed_only else "")
          + f", {config.num_samples_in_parallel} in parallel, into {config.output_path}")
