@@ -17,6 +17,7 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from nemo_gym.responses_api_models.local_vllm_model.command import vllm_command,
 from nemo_gym.responses_api_models.local_vllm_model.device import has_nvidia_gpu
 from nemo_gym.responses_api_models.local_vllm_model.weight_transfer import weight_transfer_args
 from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
-from nemo_gym.server.supervisor import free_port
+from nemo_gym.server.workers import reuseport_socket
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def _die_with_parent() -> None:
 
 
 class LocalVLLMModelServer(VLLMModelServer):
-    """Owns one vLLM subprocess on a free loopback port and serves through it."""
+    """Owns one vLLM subprocess on a loopback port it holds while it runs, and serves through it."""
 
     Settings = LocalVLLMModelSettings
     settings: LocalVLLMModelSettings
@@ -53,6 +54,7 @@ class LocalVLLMModelServer(VLLMModelServer):
         self.model_path = self.settings.model_path
         self.model = self.settings.served_model_name or Path(self.model_path).name
         self._vllm: subprocess.Popen | None = None
+        self._port: socket.socket | None = None  # holds vLLM's port (see startup)
         self._watch: asyncio.Task | None = None
         self._ready = False
         self.gpu = has_nvidia_gpu()
@@ -72,7 +74,12 @@ class LocalVLLMModelServer(VLLMModelServer):
                         enable_weight_updates=self.settings.enable_weight_updates)
 
     async def startup(self) -> None:
-        port = free_port()
+        # vLLM's port is held until shutdown, as ng_run holds every server's (supervisor._reserve_port): a port found
+        # free and let go could be handed out again before vLLM binds it. The socket never listens, so every
+        # connection reaches vLLM; it allows SO_REUSEADDR too, since vLLM binds one API server with SO_REUSEADDR
+        # alone (SO_REUSEPORT as well in older versions, and for several API servers).
+        self._port = reuseport_socket("127.0.0.1", 0)
+        port = self._port.getsockname()[1]
         self.base_urls = [f"http://127.0.0.1:{port}/v1"]
         env = self.vllm_env()
         command = self.vllm_command(port)
@@ -104,15 +111,20 @@ class LocalVLLMModelServer(VLLMModelServer):
     async def shutdown(self) -> None:
         if self._watch:
             self._watch.cancel()
-        if self._vllm is None or self._vllm.poll() is not None:
-            return
-        _signal_group(self._vllm.pid, signal.SIGTERM)
+        if self._vllm is not None and self._vllm.poll() is None:
+            await self._stop_vllm(self._vllm)
+        if self._port is not None:
+            self._port.close()
+        await super().shutdown()
+
+    async def _stop_vllm(self, vllm: subprocess.Popen) -> None:
+        _signal_group(vllm.pid, signal.SIGTERM)
         try:
-            await asyncio.to_thread(self._vllm.wait, _STOP_GRACE_S)
+            await asyncio.to_thread(vllm.wait, _STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             logger.warning("vLLM did not stop in %.0f s; killing it", _STOP_GRACE_S)
-        _signal_group(self._vllm.pid, signal.SIGKILL)  # also whatever engine processes outlived vLLM's main one
-        await asyncio.to_thread(self._vllm.wait, 5)
+        _signal_group(vllm.pid, signal.SIGKILL)  # also whatever engine processes outlived vLLM's main one
+        await asyncio.to_thread(vllm.wait, 5)
 
 
 def _signal_group(pid: int, sig: int) -> None:
