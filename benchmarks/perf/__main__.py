@@ -38,6 +38,9 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "saturation": ("real vLLM: full stack vs a direct client, same requests (its own vLLM)", False),
     "fleet": ("simulated H100 vLLM replicas (1, 8, 32): slot utilization at 256 in flight, the best fixed level and the "
               "automatic level; hash vs load-aware routing; a replica killed mid-run; our CPU per rollout", False),
+    "chaos": ("8 simulated vLLM replicas, one or two faulty (5xx, hang, 10x slow, invalid JSON, reset, killed): every "
+              "rollout exactly once, failed rollouts, time to eject, throughput vs the healthy replicas alone; a hosted "
+              "endpoint whose quota runs out: time to a clean stop", False),
     "experience": ("real vLLM: per-sample vs batched turns; experience layer vs a direct client", True),
     "async_collector": ("real vLLM: asynchronous vs synchronous generate-then-train", True),
     "benchmark_runs": ("real vLLM: arithmetic and humaneval rewards, collection time", True),

@@ -596,6 +596,52 @@ def fleet(r: Report) -> str:
     return "\n".join(out)
 
 
+def _ejection(row: dict[str, Any]) -> str:
+    if row["time_to_eject_s"] is None:
+        return "not ejected"
+    return f"{row['time_to_eject_s']:.2f} s ({row['time_to_eject_simulated_s']:.1f} s simulated)"
+
+
+def _missing(row: dict[str, Any]) -> str:
+    stopped = " (still in flight when the benchmark stopped the run)" if row["stopped_by_benchmark"] else ""
+    return f"{row['missing']}{stopped}"
+
+
+def chaos(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s, t = r["settings"], r["targets"]
+    out = [f"{s['replicas']} simulated replicas, {s['workload']} rows ({s['time_scale']:g} simulated seconds per "
+           f"second), {s['in_flight']} rows in flight, {s['rows']:,} rows per run; a fault from the start is set "
+           f"before the stack starts, one mid-run once {s['fault_at']:.0%} of the rows are done (a killed replica "
+           f"comes back once it is out and {s['killed_back_after']:.0%} more are done). Throughput: from the fault (at "
+           f"least {s['throughput_window'][0]:.0%} of the rows) to {s['throughput_window'][1]:.0%}, over a fleet of "
+           f"the healthy replicas alone in the same run. Targets: every rollout exactly once, {t['failed_rollouts']} "
+           f"failed, throughput at least {t['throughput_vs_healthy_at_least']}, ejected within "
+           f"{t['time_to_eject_s_at_most']:g} s. Source: {source(r)}.", "",
+           "| fault | faulty | from | exactly once | failed rollouts | missing at the end | time to eject | "
+           "throughput vs healthy-only |", "|---|---|---|---|---|---|---|---|"]
+    for row in r["faults"]:
+        when = "mid-run" if row["mid_run"] else "the start"
+        if row["back_after_s"] is not None:
+            when += f", back after {row['back_after_s']:.1f} s"
+        ratio = ("n/a" if row["throughput_vs_healthy"] is None else
+                 f"**{row['throughput_vs_healthy']:.2f}** ({_rate(row['rollouts_per_s'])} vs "
+                 f"{_rate(row['healthy_rollouts_per_s'])} rollouts/s)")
+        out.append(f"| `{row['fault']}` | {row['faulty_replicas']} of {s['replicas']} | {when} | "
+                   f"{'yes' if row['exactly_once'] else '**no**'} | {row['failed_rollouts']} | {_missing(row)} | "
+                   f"{_ejection(row)} | {ratio} |")
+    q = r["quota"]
+    stop = ("did not stop" if q["time_to_stop_s"] is None else f"stopped **{q['time_to_stop_s']:.2f} s** after the "
+            f"first refusal{' (by the benchmark)' if q['stopped_by_benchmark'] else ''}")
+    out += ["", f"A hosted endpoint whose quota is spent after {q['quota_requests']} requests (then 429 "
+                f"`insufficient_quota`, `retry-after: {q['retry_after_s']}`), {q['rows']} rows: ng_collect_rollouts "
+                f"{stop} (target {t['quota_time_to_stop_s_at_most']:g} s) with exit status {q['exit_status']}, "
+                f"{q['rollouts']} rollouts saved, {q['failed_rollouts']} recorded as failed, {q['missing']} left to a "
+                f"resume; the spent endpoint got {q['requests_after_quota_spent']} requests after its first 429."]
+    return "\n".join(out)
+
+
 RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "main_output": ("main_command", main_output),
     "glance": ("collector", glance),
@@ -620,5 +666,6 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "fresh_clone": ("fresh_clone", fresh_clone),
     "grpo_async_vs_sync": ("grpo_async_vs_sync", grpo_async_vs_sync),
     "fleet": ("fleet", fleet),
+    "chaos": ("chaos", chaos),
     "weight_push": ("weight_push", weight_push),
 }
