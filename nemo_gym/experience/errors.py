@@ -126,3 +126,19 @@ class WeightUpdateError(ExperienceError):
         self.failed = dict(failed)
         self.updated = list(updated)
         self.served_version = served_version
+
+
+class ReplicaPausedError(WeightUpdateError):
+    """A weight update that failed or was cancelled left replicas paused: their load had begun, and serving a
+    half-loaded model is worse than serving nothing (their weight version is unchanged), or their /resume failed.
+
+    `paused` maps each such replica to the step it stopped at; restart it, or push whole weights again where its
+    transport allows. Every other replica of `failed` serves whole weights: its old ones, or the new ones where the
+    failure came after the load (its reason says which).
+    """
+
+    def __init__(self, version: int, failed: dict[str, str], updated: list[str], served_version: int,
+                 paused: dict[str, str]) -> None:
+        where = ", ".join(f"{replica} at {step}" for replica, step in paused.items())
+        super().__init__(version, failed, updated, served_version, note=f"left paused: {where}")
+        self.paused = dict(paused)

@@ -16,9 +16,15 @@ from safetensors.torch import save_file
 
 from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
 from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
-from nemo_gym.experience.errors import GenerationError, UnsupportedBackendError, WeightUpdateError
+from nemo_gym.experience.errors import (
+    GenerationError,
+    ReplicaPausedError,
+    UnsupportedBackendError,
+    WeightUpdateError,
+)
 from nemo_gym.experience.generation import VllmHttpGeneration
 from nemo_gym.experience.generation.interfaces import implements
+from nemo_gym.experience.generation.vllm_refit import LEFT_PAUSED
 from tests.experience.collector_fakes import ScriptedRolloutManager, master_config
 from tests.experience.generation_support import FakeVllm, LoopbackServer, make_batch
 from tests.experience.scripted import ScriptedGeneration
@@ -63,31 +69,50 @@ def test_a_replica_without_dev_mode_says_how_to_start_it(weights: Path) -> None:
     assert paths(stub) == ["/pause"]  # refused, so nothing was paused: no /resume to send
 
 
-def test_a_failed_load_is_resumed_named_and_leaves_the_version(weights: Path) -> None:
+def test_a_failed_load_is_named_leaves_that_replica_paused_and_the_version(weights: Path) -> None:
+    # vLLM reloads in place: after a failed reload the model may be part new, and must not serve.
     broken = FakeVllm(fail={"/collective_rpc": (500, {"error": "Worker failed"})})
     with LoopbackServer(FakeVllm()) as good, LoopbackServer(broken) as bad:
         with VllmHttpGeneration(CONFIG, [good.base_url, bad.base_url], weight_version=2) as backend:
-            with pytest.raises(WeightUpdateError) as failure:
+            with pytest.raises(ReplicaPausedError) as failure:
                 backend.update_weights(weights, 3)
             assert backend.weight_version == 2
     error, good_root, bad_root = failure.value, good.base_url[:-3], bad.base_url[:-3]
     assert (error.version, error.served_version, error.updated) == (3, 2, [good_root])
     assert list(error.failed) == [bad_root] and error.failed[bad_root].startswith("http_5xx at reload_weights")
+    assert error.failed[bad_root].endswith(LEFT_PAUSED) and error.paused == {bad_root: "reload_weights"}
     assert f"Took version 3: {good_root}" in str(error) and "weight_version stays 2" in str(error)
-    assert paths(bad) == ["/pause", "/collective_rpc", "/resume"]
+    assert f"left paused: {bad_root} at reload_weights" in str(error)
+    assert paths(bad) == ["/pause", "/collective_rpc"] and broken.label == "default"
 
 
-@pytest.mark.parametrize("hangs", ["/pause", "/collective_rpc"])
-def test_a_hung_call_is_a_timeout_within_the_bound_and_the_replica_is_resumed(weights: Path, hangs: str) -> None:
+@pytest.mark.parametrize("hangs, step, left", [("/pause", "pause", "serving its old weights"),
+                                               ("/collective_rpc", "reload_weights", LEFT_PAUSED)])
+def test_a_hung_call_is_a_timeout_within_the_bound_and_the_replica_resumed_only_on_whole_weights(
+        weights: Path, hangs: str, step: str, left: str) -> None:
     with LoopbackServer(FakeVllm(hang=hangs)) as stub:
         with VllmHttpGeneration(CONFIG, stub.base_url, weight_update_timeout_s=1.0) as backend:
             started = time.monotonic()
-            step = "pause" if hangs == "/pause" else "reload_weights"
-            with pytest.raises(WeightUpdateError, match=f"timeout at {step}"):
+            with pytest.raises(WeightUpdateError) as failure:
                 backend.update_weights(weights, 1)
             assert time.monotonic() - started < 10
             assert backend.weight_version == 0
-    assert paths(stub)[-1] == "/resume"  # a pause that timed out may still have landed
+    reason = failure.value.failed[stub.base_url[:-3]]
+    assert reason.startswith(f"timeout at {step}") and reason.endswith(left)
+    # A pause that timed out may still have landed: resumed. A reload that timed out may still be running: not.
+    assert paths(stub)[-1] == ("/resume" if hangs == "/pause" else "/collective_rpc")
+
+
+def test_a_failure_after_the_load_resumes_the_replica_on_the_new_weights_and_says_so(weights: Path) -> None:
+    vllm = FakeVllm(fail={"/reset_prefix_cache": (500, {"error": "engine busy"})})
+    with LoopbackServer(vllm) as stub, VllmHttpGeneration(CONFIG, stub.base_url, weight_version=1) as backend:
+        with pytest.raises(WeightUpdateError) as failure:
+            backend.update_weights(weights, 2)
+        assert backend.weight_version == 1
+    reason = failure.value.failed[stub.base_url[:-3]]
+    assert not isinstance(failure.value, ReplicaPausedError)
+    assert reason.startswith("http_5xx at reset_prefix_cache") and reason.endswith("; serving the new weights")
+    assert paths(stub) == UPDATE_CALLS[:-1] and vllm.label == "2"  # whole new weights, labelled, resumed
 
 
 def test_a_replica_that_reports_another_version_is_a_failure(weights: Path) -> None:

@@ -14,8 +14,9 @@ from typing import Any, Optional
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from nemo_gym.experience.errors import GenerationError, WeightUpdateError
+from nemo_gym.experience.errors import GenerationError, ReplicaPausedError, WeightUpdateError
 from nemo_gym.experience.generation import VllmHttpGeneration
+from nemo_gym.experience.generation.vllm_refit import LEFT_PAUSED
 from nemo_gym.experience.generation.weights import write_weights
 from tests.experience.generation_support import chat_prompt, make_batch
 from tests.helpers.model import MODEL_DIR, vllm_process
@@ -98,7 +99,9 @@ def test_vllm_killed_mid_update_is_a_typed_error_in_bounded_time(tmp_path: Path)
             error = failure.value
             assert error.version == 1 and error.updated == [] and list(error.failed) == [root]
             assert error.failed[root].startswith("connect at reload_weights")
-            assert "resume" in error.failed[root]  # it tried to resume, and says the replica may stay paused
+            # Killed mid-reload, its model may be part new: no /resume, and the error says it is left paused.
+            assert isinstance(error, ReplicaPausedError) and error.paused == {root: "reload_weights"}
+            assert error.failed[root].endswith(LEFT_PAUSED)
             started = time.monotonic()
             with pytest.raises(GenerationError, match=r"\(connect\)"):
                 backend.generate(data, greedy=True)

@@ -2,8 +2,8 @@
 replica over vLLM's weight-transfer API (its RL routes at the server root, dev mode), no folder in between.
 
 Each replica gets a process group of its own with the trainer (rank 0), set up at its first push
-(/init_weight_transfer_engine) and kept for the next ones; a push that fails drops it, and the next push sets up a
-new one. One replica's failure is then its own, as with the disk transport.
+(/init_weight_transfer_engine) and kept for the next ones; a push that fails or is cancelled drops it (an nccl one
+is aborted), and the next push sets up a new one. One replica's failure is then its own, as with the disk transport.
 
 - `gloo` (CPU): our engine (gloo_engine.py, registered in vLLM by nemo_gym.vllm_plugin). The replica arms a staged
   receive (/start_weight_update, /update_weights phase "receive", /finish_weight_update), the trainer broadcasts
@@ -12,8 +12,8 @@ new one. One replica's failure is then its own, as with the disk transport.
   dies before the apply leaves the replica unpaused, on the old weights.
 - `nccl` (CUDA): vLLM's own engine, which loads each tensor as it arrives: the replica is paused first, then
   /start_weight_update, /update_weights (the names, dtypes and shapes) while the trainer broadcasts
-  (nccl_wire.py), /finish_weight_update with the version. A failure after the start leaves the model half-loaded:
-  the replica stays paused and the error says to restart it.
+  (nccl_wire.py), /finish_weight_update with the version. A failure or a cancel after the start leaves the model
+  half-loaded: the replica stays paused and the error says to restart it.
 Both then drop the prefix cache, resume and check /weight_info, as the disk transport does (vllm_refit.py).
 """
 
@@ -28,6 +28,7 @@ from nemo_gym.experience.generation.vllm_refit import (
     CONTROL_TIMEOUT_S,
     Step,
     TransferFailed,
+    Weights,
     call,
     describe_failure,
     paused_update,
@@ -118,7 +119,11 @@ class CollectiveTransport:
             if group is None:
                 return failure
         push = self._push_gloo if self.backend == GLOO else self._push_nccl
-        failure = await push(root, group, source, metas, version, step)
+        try:
+            failure = await push(root, group, source, metas, version, step)
+        except BaseException:  # cancelled: the group may be mid-collective, its thread waiting on the replica
+            self._drop(root)
+            raise
         if failure is not None:  # the group may be mid-collective or broken: the next push sets up a new one
             self._drop(root)
         return failure
@@ -143,7 +148,7 @@ class CollectiveTransport:
             return None, f"invalid_response at get_world_size: {type(exc).__name__}: {exc}"
         try:
             group: _TrainerGroup = (TrainerGroup(self.address, world_size, self._timeout_s) if self.backend == GLOO
-                                    else NcclTrainerGroup(world_size))
+                                    else NcclTrainerGroup(world_size, self._timeout_s))
         except (RuntimeError, OSError) as exc:
             return None, _transfer_failure("init_weight_transfer_engine", exc)
         # The replica's workers join inside the init request, so the trainer joins while it is in flight.
@@ -153,17 +158,18 @@ class CollectiveTransport:
         try:
             async with asyncio.timeout(self._timeout_s):
                 await asyncio.gather(init, joined)
-        except (RequestFailed, TimeoutError) as exc:
-            failure = describe_failure("init_weight_transfer_engine", exc)
-        except Exception as exc:  # noqa: BLE001 - the trainer's side of the rendezvous
-            failure = _transfer_failure("init_weight_transfer_engine", exc)
-        else:
-            self._groups[root] = group
-            return group, None
-        for task in (init, joined):
-            task.cancel()
-        group.close()
-        return None, failure
+        except BaseException as exc:
+            # Failed, timed out or cancelled: closing the group ends the trainer's wait for the workers at once.
+            for task in (init, joined):
+                task.cancel()
+            group.close()
+            if isinstance(exc, (RequestFailed, TimeoutError)):
+                return None, describe_failure("init_weight_transfer_engine", exc)
+            if isinstance(exc, Exception):  # the trainer's side of the rendezvous
+                return None, _transfer_failure("init_weight_transfer_engine", exc)
+            raise
+        self._groups[root] = group
+        return group, None
 
     async def _push_gloo(self, root: str, group: _TrainerGroup, source: WeightSource, metas: list[TensorMeta],
                          version: int, step: Step) -> Optional[str]:
@@ -189,14 +195,15 @@ class CollectiveTransport:
             step.enter("start_weight_update")
             await call(http, root, "/start_weight_update", {}, timeout_s, headers)
             step.enter("apply")
-            step.changing_model = True
+            step.weights = Weights.PARTIAL
             try:
                 await call(http, root, "/update_weights", {"update_info": {"phase": "apply"}}, timeout_s, headers)
             except RequestFailed as exc:
                 # The engine says whether it began loading; without that, the receive had failed: nothing changed.
-                step.changing_model = MODEL_LEFT_INCOMPLETE in f"{exc.message} {exc.body}"
+                if MODEL_LEFT_INCOMPLETE not in f"{exc.message} {exc.body}":
+                    step.weights = Weights.OLD
                 raise
-            step.changing_model = False  # loaded whole
+            step.weights = Weights.NEW
             step.enter("finish_weight_update")
             await call(http, root, "/finish_weight_update", {"weight_version": str(version)}, timeout_s, headers)
 
@@ -208,7 +215,7 @@ class CollectiveTransport:
 
         async def load(step: Step) -> None:
             step.enter("start_weight_update")
-            step.changing_model = True  # vLLM's nccl engine begins its layerwise reload here
+            step.weights = Weights.PARTIAL  # vLLM's nccl engine begins its layerwise reload here
             await call(http, root, "/start_weight_update", {}, timeout_s, headers)
             step.enter("update_weights")
             # The workers receive inside this request, in the same NCCL calls as the trainer's broadcast, and load
@@ -223,6 +230,6 @@ class CollectiveTransport:
                 raise TransferFailed(_transfer_failure("broadcast", exc)) from None
             step.enter("finish_weight_update")
             await call(http, root, "/finish_weight_update", {"weight_version": str(version)}, timeout_s, headers)
-            step.changing_model = False
+            step.weights = Weights.NEW  # the engine's finish completes the layerwise reload
 
         return await paused_update(http, root, version, timeout_s, headers, load, step)

@@ -9,8 +9,9 @@ any loop (it awaits the private loop's work without blocking the caller's).
 Weight updates (`update_weights`, `invalidate_kv_cache`) use vLLM's dev-mode endpoints at each server root, all
 replicas concurrently, over the transport the trainer chose: `disk` reloads each replica from the trainer's folder
 (vllm_refit.py); `gloo` (CPU) and `nccl` (CUDA) send the model's tensors over vLLM's weight-transfer API
-(vllm_collective.py). Each replica is paused with `keep` around the load; `weight_version` advances only once every
-replica reports the new version. Each sample's `weight_versions` comes from weight_versions.py.
+(vllm_collective.py). Each replica is paused with `keep` around the load, and resumed only on whole weights;
+`weight_version` advances only once every replica reports the new version. Each sample's `weight_versions` comes
+from weight_versions.py.
 """
 
 import asyncio
@@ -26,7 +27,7 @@ import torch
 
 from nemo_gym.config.timeouts import CONNECT_TIMEOUT_S, MODEL_REQUEST_TIMEOUT_S, WEIGHT_UPDATE_TIMEOUT_S
 from nemo_gym.experience.batched_data_dict import BatchedDataDict
-from nemo_gym.experience.errors import GenerationError, WeightUpdateError
+from nemo_gym.experience.errors import GenerationError, ReplicaPausedError, WeightUpdateError
 from nemo_gym.experience.generation.interfaces import (
     GenerationConfig,
     GenerationDatumSpec,
@@ -46,6 +47,7 @@ from nemo_gym.experience.generation.vllm_collective import DISK, WEIGHT_TRANSPOR
 from nemo_gym.experience.generation.vllm_refit import (
     CONTROL_TIMEOUT_S,
     Step,
+    cancelled_reason,
     reload_replica,
     reset_replica_kv,
     server_root,
@@ -57,6 +59,8 @@ from nemo_gym.http_client import HttpClient, RequestFailed, RetryPolicy
 
 # Beyond an update's own timeout: the /resume and the version check that follow it, and some slack.
 _AFTER_LOAD_S = 2 * CONTROL_TIMEOUT_S + 10.0
+# How long a cancelled update may take to clean up: each replica's /resume (all at once), and some slack.
+_STOP_S = CONTROL_TIMEOUT_S + 10.0
 
 
 def _base_url_list(base_urls: str | Sequence[str]) -> list[str]:
@@ -138,6 +142,7 @@ class VllmHttpGeneration(GenerationInterface):
         self._versions = WeightVersionLog(weight_version)  # read and changed on the private loop only
         self._weight_update_timeout_s = weight_update_timeout_s
         self._update_lock = threading.Lock()  # one update or invalidation at a time
+        self._update_task: Optional[asyncio.Task[None]] = None  # the update under way, on the private loop
         self.weight_transport = weight_transport
         self._collective = (None if weight_transport == DISK else
                             CollectiveTransport(weight_transport, self._http, self._headers, weight_update_timeout_s,
@@ -162,10 +167,15 @@ class VllmHttpGeneration(GenerationInterface):
         With the disk transport `weights` is a folder (weights.write_weights), checked before any replica is touched
         (vLLM's engine dies on a missing or truncated file); with gloo or nccl it is the model (or a WeightSource),
         whose tensors go straight to the replicas. Each replica is paused with `keep` around the load (requests in
-        flight freeze, and finish on the new weights) and resumed, also when its load failed, unless the load may
-        have left its model half-loaded (then it stays paused and the error says so). WeightUpdateError names every
-        replica that did not take `version` and why, and those that did; `weight_version` then stays where it was.
+        flight freeze, and finish on the new weights). WeightUpdateError names every replica that did not take
+        `version`, why, and what it serves now, and those that did; `weight_version` then stays where it was.
         `last_weight_update` has each replica's steps and their wall times.
+
+        Whatever ends an update early (a replica's failure, the update's bound, Ctrl-C), a replica is resumed only
+        on whole weights: its old ones, untouched, or the new ones, loaded. One whose load had begun stays paused
+        with its weight version unchanged, and the error is a ReplicaPausedError naming it and the step it stopped
+        at. Interrupted (KeyboardInterrupt), this cancels the update, waits for that clean-up (at most 40 s; a second
+        Ctrl-C stops waiting), and raises the KeyboardInterrupt again with the WeightUpdateError as its __cause__.
         """
         roots = [server_root(url) for url in self.base_urls]
         if self._collective is None:
@@ -191,20 +201,24 @@ class VllmHttpGeneration(GenerationInterface):
             # The rendezvous (first push only), the broadcast and the paused load are bounded one by one.
             bound_s = 3 * self._weight_update_timeout_s + _AFTER_LOAD_S
             push = self._collective_push(source, metas, version)
+        steps = {root: Step("start") for root in roots}
+        results: dict[str, Optional[str]] = {}  # replica -> None (took the version) or why not, once it finished
+        unfinished = ""  # why replicas that had not finished were stopped
         with self._update_lock:
-            future = asyncio.run_coroutine_threadsafe(self._update_all(roots, push, version), self._private_loop())
             try:
-                failed = future.result(timeout=bound_s)
+                update = asyncio.run_coroutine_threadsafe(self._update_all(roots, push, version, steps, results),
+                                                          self._private_loop())
+                update.result(timeout=bound_s)
             except concurrent.futures.TimeoutError:
-                future.cancel()
-                raise WeightUpdateError(version, {root: "timeout: the update did not finish" for root in roots}, [],
-                                        self.weight_version) from None
-            except BaseException:
-                future.cancel()  # e.g. KeyboardInterrupt: stop waiting on the replicas
-                raise
-        if failed:
-            raise WeightUpdateError(version, failed, [root for root in roots if root not in failed],
-                                    self.weight_version)
+                self._stop_update()
+                unfinished = f"timeout: the update did not finish in {bound_s:g} s"
+            except BaseException as interrupt:  # e.g. KeyboardInterrupt: each replica is left as described above
+                self._stop_update()
+                raise interrupt from self._update_error(version, steps, results,
+                                                        f"interrupted ({type(interrupt).__name__})")
+        error = self._update_error(version, steps, results, unfinished)
+        if error is not None:
+            raise error
 
     def _disk_push(self, path: str, version: int) -> Callable[[str, Step], Awaitable[Optional[str]]]:
         async def push(root: str, step: Step) -> Optional[str]:
@@ -233,18 +247,52 @@ class VllmHttpGeneration(GenerationInterface):
             return all(future.result())
 
     async def _update_all(self, roots: list[str], push: Callable[[str, Step], Awaitable[Optional[str]]],
-                          version: int) -> dict[str, str]:
+                          version: int, steps: dict[str, Step], results: dict[str, Optional[str]]) -> None:
+        self._update_task = asyncio.current_task()
         self._versions.begin(version)
-        succeeded = False
-        steps = {root: Step("start") for root in roots}
+
+        async def one(root: str) -> None:
+            results[root] = await push(root, steps[root])
+
         try:
-            reasons = await asyncio.gather(*(push(root, steps[root]) for root in roots))
-            failed = {root: reason for root, reason in zip(roots, reasons) if reason is not None}
-            succeeded = not failed
+            await asyncio.gather(*(one(root) for root in roots))
         finally:
-            self._versions.end(succeeded)
+            self._update_task = None
+            self._versions.end(len(results) == len(roots) and all(reason is None for reason in results.values()))
             self.last_weight_update = {root: step.seconds for root, step in steps.items()}
-        return failed
+
+    def _stop_update(self) -> None:
+        """Cancel the update under way and wait, at most _STOP_S, for its replicas to be left as update_weights
+        says."""
+        stopping = asyncio.run_coroutine_threadsafe(self._cancel_update(), self._private_loop())
+        try:
+            stopping.result(timeout=_STOP_S)
+        except concurrent.futures.TimeoutError:
+            stopping.cancel()
+
+    async def _cancel_update(self) -> None:
+        # Scheduled after the update: the loop has started it by now, unless it has already finished.
+        task = self._update_task
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+
+    def _update_error(self, version: int, steps: dict[str, Step], results: dict[str, Optional[str]],
+                      unfinished: str) -> Optional[WeightUpdateError]:
+        """The error of an update whose replicas ended with `results` (`unfinished`: why the others did not), or
+        None when every replica took `version`."""
+        failed: dict[str, str] = {}
+        for root, step in steps.items():
+            reason = results[root] if root in results else f"{unfinished}; {cancelled_reason(step)}"
+            if reason is not None:
+                failed[root] = reason
+        if not failed:
+            return None
+        updated = [root for root in steps if root in results and results[root] is None]
+        paused = {root: steps[root].failed_at or steps[root].name for root in failed if steps[root].paused}
+        if paused:
+            return ReplicaPausedError(version, failed, updated, self.weight_version, paused)
+        return WeightUpdateError(version, failed, updated, self.weight_version)
 
     async def _reset_all(self, roots: list[str]) -> list[bool]:
         async def reset(root: str) -> bool:

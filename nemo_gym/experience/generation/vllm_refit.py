@@ -10,12 +10,14 @@ They sit at the server root, not under /v1:
   POST /resume
 The collective transports (vllm_collective.py) use vLLM's weight-transfer routes inside the same paused section.
 A server without dev mode answers 404 on all of them. Every call is bounded; failures come back as text naming the
-step and the failure class, for WeightUpdateError.
+step, the failure class and what the replica serves now, for WeightUpdateError. Whatever ends an update early (a
+failure, a timeout, the caller cancelling it), /resume is sent only while the weights are whole (paused_update).
 """
 
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from enum import Enum
 from typing import Any, Optional
 
 from nemo_gym.failures import FailureClass
@@ -46,14 +48,30 @@ async def call(http: HttpClient, root: str, path: str, body: Any, timeout_s: flo
                                    timeout_s=timeout_s, retry=NO_RETRY)
 
 
+class Weights(Enum):
+    """What a replica's model holds during an update, as far as the trainer can tell."""
+
+    OLD = "its old weights"
+    PARTIAL = "a half-loaded model"  # a load began and did not finish (or its end is unknown)
+    NEW = "the new weights"
+
+
+# The end of a failure that leaves a replica paused: generating on a half-loaded model is worse than not generating.
+LEFT_PAUSED = ("the replica is left paused rather than serve a half-loaded model: restart it (its weight version is "
+               "unchanged)")
+
+
 class Step:
-    """The step an update of one replica is at (for the failure text), the wall time each step took, and whether
-    the replica is changing its model now (a failure then may leave it half-loaded)."""
+    """Where the update of one replica is (for the failure text), the wall time each step took, what its model
+    holds (`weights`, kept current by the transport's load), whether it may be paused now, and where it failed."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.seconds: dict[str, float] = {}
-        self.changing_model = False
+        self.weights = Weights.OLD
+        self.paused = False  # from the /pause request until a /resume succeeds
+        self.failed_at: Optional[str] = None
+        self.cancelled: Optional[str] = None  # why, and what the replica was left with, once it was cancelled
         self._since = time.perf_counter()
 
     def enter(self, name: str) -> None:
@@ -66,62 +84,91 @@ class TransferFailed(Exception):
     """The trainer's side of a transfer failed inside a paused section; the message is the failure text."""
 
 
-async def paused_update(http: HttpClient, root: str, version: int, timeout_s: float, headers: dict[str, str],
-                        body: Callable[[Step], Awaitable[None]], step: Step) -> Optional[str]:
-    """Pause `root` (keep), run `body` (the load; it must label the replica `version`), resume; None once the
-    replica reports `version`, else why not. `step` records where it is and how long each step took.
+def cancelled_reason(step: Step) -> str:
+    """What a replica whose update was cancelled at `step` was left with."""
+    if step.cancelled is not None:
+        return step.cancelled
+    left = ("its clean-up did not finish: it may be left paused" if step.paused  # the wait for it gave up
+            else f"serving {step.weights.value}")  # cancelled before any pause (a rendezvous, a staged receive)
+    return f"cancelled at {step.name}; {left}"
 
-    The pause and `body` take at most `timeout_s`. /resume is sent even when they failed, unless the server refused
-    the pause itself (then nothing was paused) or they failed while `step.changing_model` (then the replica stays
-    paused: generating on a half-loaded model is worse than not generating)."""
-    failure: Optional[str] = None
-    refused_pause = False
-    step.enter("pause")
-    try:
-        async with asyncio.timeout(timeout_s):
-            await call(http, root, "/pause?mode=keep", {}, timeout_s, headers)
-            await body(step)
-            # Cached prefixes hold keys and values of the old weights. vLLM drops them only when no request holds
-            # blocks; with requests frozen by the pause it answers success=false and keeps them: that is what
-            # invalidate_kv_cache (reset_running_requests) is for.
-            step.enter("reset_prefix_cache")
-            await call(http, root, "/reset_prefix_cache", {}, timeout_s, headers)
-    except (RequestFailed, TimeoutError, TransferFailed) as exc:
-        failure = str(exc) if isinstance(exc, TransferFailed) else describe_failure(step.name, exc)
-        if step.changing_model:
-            return f"{failure}; the replica is left paused rather than serve a half-loaded model: restart it"
-        refused_pause = (step.name == "pause" and isinstance(exc, RequestFailed)
-                         and exc.failure_class == FailureClass.HTTP_4XX)
-    except asyncio.CancelledError:  # the caller gave up (e.g. Ctrl-C): still try not to leave the replica paused
-        try:
-            async with asyncio.timeout(CONTROL_TIMEOUT_S):
-                await call(http, root, "/resume", {}, CONTROL_TIMEOUT_S, headers)
-        except (RequestFailed, TimeoutError):
-            pass
-        raise
-    if refused_pause:
-        return failure
-    step.enter("resume")
+
+async def _resume(http: HttpClient, root: str, headers: dict[str, str], step: Step) -> Optional[str]:
+    """Send /resume, bounded on its own (the load may have used up the update's timeout); None once it answered."""
     try:
         async with asyncio.timeout(CONTROL_TIMEOUT_S):
             await call(http, root, "/resume", {}, CONTROL_TIMEOUT_S, headers)
     except (RequestFailed, TimeoutError) as exc:
-        return "; ".join(filter(None, [failure, f"{describe_failure('resume', exc)} (generation may stay paused)"]))
-    if failure is not None:
-        return failure
-    step.enter("weight_info")
-    try:
-        async with asyncio.timeout(CONTROL_TIMEOUT_S):
-            reported = (await call(http, root, "/weight_info", None, CONTROL_TIMEOUT_S, headers))["weight_version"]
-    except (RequestFailed, TimeoutError) as exc:
-        return describe_failure("weight_info", exc)
-    except (KeyError, TypeError) as exc:
-        return f"invalid_response at weight_info: {type(exc).__name__}: {exc}"
-    finally:
-        step.enter("done")
-    if reported != str(version):
-        return f"version_mismatch: the replica reports weight version {reported!r} after the load"
+        return describe_failure("resume", exc)
+    step.paused = False
     return None
+
+
+async def _leave(http: HttpClient, root: str, headers: dict[str, str], step: Step) -> str:
+    """After a failure or a cancel at `step.name`: resume `root` where its weights are whole, and say what it was
+    left with."""
+    step.failed_at = step.name
+    if step.weights is Weights.PARTIAL:
+        return LEFT_PAUSED
+    if step.paused:
+        step.enter("resume")
+        failure = await _resume(http, root, headers, step)
+        if failure is not None:
+            return f"{failure} (generation may stay paused, on {step.weights.value})"
+    return f"serving {step.weights.value}"
+
+
+async def paused_update(http: HttpClient, root: str, version: int, timeout_s: float, headers: dict[str, str],
+                        body: Callable[[Step], Awaitable[None]], step: Step) -> Optional[str]:
+    """Pause `root` (keep), run `body` (the load: it labels the replica `version` and keeps `step.weights` current),
+    drop the prefix cache, resume; None once the replica reports `version`, else why not and what it serves now.
+    `step` records where it is and how long each step took.
+
+    The pause, `body` and the cache drop take at most `timeout_s`. However they end, /resume is sent only when the
+    weights are whole, the old ones untouched or the new ones loaded: while `step.weights` is PARTIAL the replica
+    stays paused, its version unchanged, and the failure says so (LEFT_PAUSED). Nothing is resumed when the server
+    refused the pause itself (nothing was paused). A cancelled update (Ctrl-C, the update's own bound) does the same
+    before the CancelledError goes on, and leaves why in `step.cancelled`."""
+    try:
+        step.enter("pause")
+        try:
+            async with asyncio.timeout(timeout_s):
+                step.paused = True  # from the request on: a pause that timed out may still have landed
+                await call(http, root, "/pause?mode=keep", {}, timeout_s, headers)
+                await body(step)
+                # Cached prefixes hold keys and values of the old weights. vLLM drops them only when no request
+                # holds blocks; with requests frozen by the pause it answers success=false and keeps them: that is
+                # what invalidate_kv_cache (reset_running_requests) is for.
+                step.enter("reset_prefix_cache")
+                await call(http, root, "/reset_prefix_cache", {}, timeout_s, headers)
+        except (RequestFailed, TimeoutError, TransferFailed) as exc:
+            failure = str(exc) if isinstance(exc, TransferFailed) else describe_failure(step.name, exc)
+            if step.name == "pause" and isinstance(exc, RequestFailed) and exc.failure_class == FailureClass.HTTP_4XX:
+                step.paused = False  # refused: nothing was paused
+                return failure
+            return f"{failure}; {await _leave(http, root, headers, step)}"
+        step.enter("resume")
+        refused = await _resume(http, root, headers, step)
+        if refused is not None:
+            step.failed_at = "resume"
+            return f"{refused} (generation may stay paused, on the new weights)"
+        step.enter("weight_info")
+        try:
+            async with asyncio.timeout(CONTROL_TIMEOUT_S):
+                reported = (await call(http, root, "/weight_info", None, CONTROL_TIMEOUT_S, headers))["weight_version"]
+        except (RequestFailed, TimeoutError) as exc:
+            return describe_failure("weight_info", exc)
+        except (KeyError, TypeError) as exc:
+            return f"invalid_response at weight_info: {type(exc).__name__}: {exc}"
+        finally:
+            step.enter("done")
+        if reported != str(version):
+            return f"version_mismatch: the replica reports weight version {reported!r} after the load"
+        return None
+    except asyncio.CancelledError:
+        where = step.name
+        step.cancelled = f"cancelled at {where}; {await _leave(http, root, headers, step)}"
+        raise
 
 
 async def reload_replica(http: HttpClient, root: str, weights_path: str, version: int, timeout_s: float,
@@ -131,8 +178,12 @@ async def reload_replica(http: HttpClient, root: str, weights_path: str, version
 
     async def reload(step: Step) -> None:
         step.enter("reload_weights")
+        # vLLM reloads in place, tensor by tensor: from the request on, until it answers success, the model may be
+        # part new (a reload that failed, timed out or was cancelled may also still be running in vLLM).
+        step.weights = Weights.PARTIAL
         await call(http, root, "/collective_rpc",
                    {"method": "reload_weights", "kwargs": {"weights_path": weights_path}}, timeout_s, headers)
+        step.weights = Weights.NEW
         step.enter("update_weight_version")
         await call(http, root, "/update_weight_version", {"new_version": str(version)}, timeout_s, headers)
 
