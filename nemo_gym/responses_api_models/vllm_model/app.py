@@ -135,7 +135,8 @@ class VLLMModelServer(BaseServer):
 
     async def on_replicas(self, request: Request, call: Callable[[str], Awaitable[T]]) -> T:
         """`call` with the vLLM base URL of a replica, counted in flight there until it ends; on a failure of the
-        replica's (`_FAILOVER_CLASSES`), again on another one, at most `failover_attempts` replicas in all.
+        replica's (`_FAILOVER_CLASSES`), again on another one, at most `failover_attempts` replicas in all, all within
+        `request_timeout_s` (the timeouts nest: docs/architecture.md).
 
         routing.py picks each: the replica of the session's last turn (its prefix cache) while that replica is in
         service and not overloaded, else the least loaded one in service; it ejects a replica that keeps failing.
@@ -143,16 +144,17 @@ class VLLMModelServer(BaseServer):
         it answering; hang_watch.py ends a request on a replica that stopped answering.
         """
         session = request.headers.get(protocol.SESSION_HEADER)
+        deadline = asyncio.get_running_loop().time() + self.timeout_s  # every attempt within the request's time
         tried: tuple[int, ...] = ()
         while True:
             self._probe_down_replicas()
             try:
                 with self.router.routed(session, avoid=tried) as index:
                     tried += (index,)
-                    return await self.hang_watch.watched(index, call(self.base_urls[index]))
+                    return await self.hang_watch.watched(index, call(self.base_urls[index]), deadline)
             except RequestFailed as exc:
                 if (exc.failure_class not in _FAILOVER_CLASSES or len(tried) >= self.settings.failover_attempts
-                        or not self.router.in_service_besides(tried)):
+                        or asyncio.get_running_loop().time() >= deadline or not self.router.in_service_besides(tried)):
                     raise
                 logger.info("replica %s failed a request (%s), sending it to another: %s",
                             public_endpoint(self.base_urls[tried[-1]]), exc.failure_class.value, exc.message)

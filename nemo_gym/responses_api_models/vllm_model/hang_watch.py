@@ -34,6 +34,7 @@ class HangWatch:
         self._latencies: deque[float] = deque(maxlen=HANG_SAMPLES)
         self._watched: dict[int, tuple[int, float, asyncio.Timeout]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._hung: set[int] = set()  # the watched timeouts this watch ended
 
     def threshold_s(self) -> float | None:
         """How old a request must be to be taken for hung; None until enough requests were answered."""
@@ -52,22 +53,29 @@ class HangWatch:
         finally:
             del self._watched[key]
 
-    async def watched(self, index: int, request: Awaitable[T]) -> T:
-        """Await `request` (to replica `index`), given up as a timeout if the watch finds it hung."""
-        if self.router.replicas < 2:  # no peer to tell a hung replica from a slow fleet
-            return await request
-        if self._task is None or self._task.done():
+    async def watched(self, index: int, request: Awaitable[T], deadline: float | None = None) -> T:
+        """Await `request` (to replica `index`), given up as a timeout if the watch finds it hung or at `deadline`
+        (the event loop's time; None: none)."""
+        watch = self.router.replicas > 1  # with one replica there is no peer to tell a hung one from a slow fleet
+        if watch and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self._watch())
         sent_at = self.router.clock()
         try:
-            async with asyncio.timeout(None) as timeout:
+            async with asyncio.timeout(deadline) as timeout:
+                if not watch:
+                    return await request
                 with self._registered(index, sent_at, timeout):
                     result = await request
         except TimeoutError:
             if not timeout.expired():
                 raise
-            raise RequestFailed(FailureClass.TIMEOUT, f"replica {index} answered nothing for "
-                                f"{self.router.clock() - sent_at:.1f} s while the others answered") from None
+            waited = self.router.clock() - sent_at
+            if id(timeout) in self._hung:
+                self._hung.discard(id(timeout))
+                message = f"replica {index} answered nothing for {waited:.1f} s while the others answered"
+            else:
+                message = f"no answer from replica {index} within the request's time ({waited:.1f} s)"
+            raise RequestFailed(FailureClass.TIMEOUT, message) from None
         self._latencies.append(self.router.clock() - sent_at)
         return result
 
@@ -87,6 +95,7 @@ class HangWatch:
         for index, sent_at, timeout in list(self._watched.values()):
             others = max((at for i, at in enumerate(answered) if i != index), default=0.0)
             if now - sent_at > threshold and answered[index] < sent_at < others and not timeout.expired():
+                self._hung.add(id(timeout))
                 timeout.reschedule(asyncio.get_running_loop().time())
                 hung += 1
         return hung

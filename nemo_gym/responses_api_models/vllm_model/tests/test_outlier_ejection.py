@@ -175,3 +175,15 @@ def test_the_hang_watch_leaves_a_paused_fleet_and_a_slow_replica_alone() -> None
         watch.close()
 
     asyncio.run(scenario())
+
+
+def test_a_request_gets_no_more_than_its_time_whatever_the_replicas() -> None:
+    async def scenario() -> None:
+        router, _ = _router(1)
+        watch = HangWatch(router)
+        deadline = asyncio.get_running_loop().time()  # already passed: the attempt ends at once
+        with pytest.raises(RequestFailed) as failed:
+            await watch.watched(0, _pending_forever(), deadline)
+        assert failed.value.failure_class == FailureClass.TIMEOUT and "request's time" in failed.value.message
+
+    asyncio.run(scenario())
