@@ -3,8 +3,9 @@
 Every error a user can cause by input (config, data, command line) is a `NemoGymError`: the CLI prints its message
 as one line and exits 2 (fix the command; running it again as it is cannot help). Every failure of something the
 input did not cause (a server, the network, an external tool) is a `DownstreamError`: one line and exit 1 (the same
-command may succeed later). `RolloutFailedError` is what the Python API raises for a rollout the infrastructure
-could not complete.
+command may succeed later). A `RetryLaterError` is one that said when: a service that will not serve for a while (a
+model endpoint's spent quota); exit 75 (sysexits' EX_TEMPFAIL), so a script can wait and run the same command again.
+`RolloutFailedError` is what the Python API raises for a rollout the infrastructure could not complete.
 """
 
 
@@ -27,6 +28,10 @@ class InputDataError(NemoGymError):
 
 class DownstreamError(Exception):
     """A server, the network or an external tool failed; the user's input may be fine."""
+
+
+class RetryLaterError(DownstreamError):
+    """A downstream service refuses to serve for a while (a spent quota): the same command succeeds once it does."""
 
 
 class RolloutFailedError(DownstreamError):

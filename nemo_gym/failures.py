@@ -5,7 +5,7 @@ the same class (and the same retry decision) whichever of them met it.
 """
 
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, NewType
 
@@ -86,6 +86,56 @@ class RequestFailed(DownstreamError):
             "status": self.status,
             "attempts": self.attempts,
         }
+
+
+# Where an error body (`{"error": {...}}`) carries an `EndpointRefusal`.
+REFUSAL_FIELD = "refusal"
+
+
+@dataclass(frozen=True)
+class EndpointRefusal:
+    """A model endpoint's 429 that asked for a longer wait than its model server takes (`max_rate_limit_wait_s`):
+    a spent quota as a rule, which nothing within a run gets past. The model server's error body carries it under
+    `REFUSAL_FIELD`, every hop relays it (nemo_gym.server.base.downstream_failed), and the collector stops the run
+    on it, quoting the endpoint (nemo_gym.rollout_collection.retry_budget)."""
+
+    endpoint: str  # the endpoint's base URL, as `nemo_gym.model_calls.public_endpoint` shows it
+    status: int
+    code: str  # the endpoint's error code or type ("insufficient_quota"); "" where it gave none
+    message: str  # the endpoint's own message
+    wait_s: float  # the wait it asked for (Retry-After, or when its rate limits reset)
+    max_wait_s: float  # the longest wait its model server takes
+
+    def says(self) -> str:
+        """What the endpoint said: `429 insufficient_quota: You exceeded your current quota; the endpoint asks to
+        wait 3600 s`."""
+        code = f" {self.code}" if self.code else ""
+        return f"{self.status}{code}: {self.message.rstrip('.')}; the endpoint asks to wait {self.wait_s:.0f} s"
+
+    def line(self) -> str:
+        """One line for a person: which endpoint, what it said, and why it was not waited out."""
+        return (f"model endpoint {self.endpoint} answered {self.says()}, longer than its model server waits "
+                f"(max_rate_limit_wait_s={self.max_wait_s:g})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "EndpointRefusal | None":
+        """The refusal `data` holds, or None when it is not one."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            return cls(str(data["endpoint"]), int(data["status"]), str(data["code"]), str(data["message"]),
+                       float(data["wait_s"]), float(data["max_wait_s"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def refusal_of(exc: RequestFailed) -> EndpointRefusal | None:
+    """The endpoint refusal a failed request's error body carries, if any."""
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    return EndpointRefusal.from_dict(error.get(REFUSAL_FIELD)) if isinstance(error, dict) else None
 
 
 def declared_failure_class(name: str) -> FailureClass | DeclaredFailureClass:

@@ -8,9 +8,11 @@
 - Answers take a lognormal time (median `latency_median_s`, shape `latency_sigma`: a long tail), capped at 30 medians.
 - `time_scale` shrinks time: a budget's minute lasts 60 * time_scale seconds and latencies are scaled alike, so a
   run's shape holds in less wall time (whoever reports figures says the scale).
+- With `quota_requests` set, it answers that many requests and then refuses every one as a spent quota does: 429
+  `insufficient_quota` with a `retry-after` of `quota_retry_after_s` (an hour).
 - It plays the weather task of the other benchmarks (benchmarks/perf/stub_chat.py); `GET /stats` counts what came;
-  `POST /control {"model": ..., "api_key": ...}` changes the served name or the key it wants, to make a running
-  stack's name or key wrong.
+  `POST /control {"model": ..., "api_key": ..., "quota_requests": ...}` changes the served name or the key it wants,
+  to make a running stack's name or key wrong, or gives a fresh quota (null: none), as when a spent one resets.
 
 Started by ng_run like any server (`entrypoint: benchmarks/perf/hosted_api_stub.py`), with these settings.
 """
@@ -50,6 +52,8 @@ class HostedApiSettings(ServerSettings):
     time_scale: float = Field(1.0, gt=0)
     context_length: int = 8192
     seed: int = 0
+    quota_requests: int | None = Field(None, ge=0)
+    quota_retry_after_s: int = Field(3600, ge=1)
 
 
 class _Bucket:
@@ -82,8 +86,10 @@ class HostedApiStub(StubChatModel):
         self._tokens = _Bucket(s.tokens_per_minute, minute_s, burst_s)
         self._random = random.Random(s.seed)
         self._model, self._key = s.model, s.api_key
+        self._quota_left = s.quota_requests  # requests the quota still covers; None: no quota
         self.stats: dict[str, int] = {"requests": 0, "completed": 0, "rate_limited": 0, "unauthorized": 0,
-                                      "model_not_found": 0, "models_listed": 0, "tokens_admitted": 0}
+                                      "model_not_found": 0, "models_listed": 0, "tokens_admitted": 0,
+                                      "quota_refused": 0}
 
     def routes(self) -> list[Route]:
         return [
@@ -111,6 +117,8 @@ class HostedApiStub(StubChatModel):
         """Serve another model name or want another key from now on (a wrong name or key, without a restart)."""
         self._model = str(body.get("model", self._model))
         self._key = str(body.get("api_key", self._key))
+        if "quota_requests" in body:
+            self._quota_left = body["quota_requests"]
         return {"model": self._model}
 
     def _latency(self) -> float:
@@ -127,6 +135,12 @@ class HostedApiStub(StubChatModel):
         if body.get("model") != self._model:
             self.stats["model_not_found"] += 1
             return error_response(404, "model_not_found", f"The model `{body.get('model')}` does not exist.")
+        if self._quota_left is not None and self._quota_left <= 0:
+            self.stats["quota_refused"] += 1
+            return Response(orjson.dumps({"error": {
+                "message": "You exceeded your current quota, please check your plan and billing details.",
+                "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}}), status_code=429,
+                media_type="application/json", headers={"retry-after": str(self.stub.quota_retry_after_s)})
         prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages") or []) // _CHARS_PER_TOKEN
         tokens = prompt + int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
         now = time.monotonic()
@@ -142,6 +156,8 @@ class HostedApiStub(StubChatModel):
                             media_type="application/json",
                             headers={"retry-after": str(math.ceil(wait)), "retry-after-ms": str(round(wait * 1000))})
         self.stats["tokens_admitted"] += tokens
+        if self._quota_left is not None:
+            self._quota_left -= 1
         await asyncio.sleep(self._latency())
         completion = await self._chat(body, request)
         completion["usage"] = {"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10}

@@ -4,8 +4,9 @@ r"""ng_collect_rollouts: run every row of an input JSONL through its agent and w
         +output_jsonl_fpath=out/r.jsonl +num_repeats=4 +num_samples_in_parallel=64
 
 Exit status: 0 all rollouts collected, 1 some failed (see <stem>_failures.jsonl), aggregation failed or a server
-(the head server included) could not be reached, 2 bad config or input (nothing was run), 130 interrupted (resume
-with +resume_from_cache=true).
+(the head server included) could not be reached, 2 bad config or input (nothing was run), 75 a model endpoint
+refuses to serve for longer than its model server waits (a spent quota: resume with +resume_from_cache=true once it
+serves again), 130 interrupted (resume with +resume_from_cache=true).
 """
 
 from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_c, load_config

@@ -2,7 +2,8 @@
 
 Exit status: 0 success; 2 bad input (`NemoGymError`: config, data, command line — fix the command, nothing was run);
 1 a downstream failure (`DownstreamError`: a rollout, a server, the network or an external tool; the same command
-may succeed later); 130 interrupted.
+may succeed later); 75 a downstream service that refuses to serve for a while (`RetryLaterError`: a model endpoint's
+spent quota; run the same command again once it serves); 130 interrupted.
 """
 
 import signal
@@ -20,10 +21,11 @@ from nemo_gym.config.help import help_lines
 from nemo_gym.config.loader import GlobalConfig, load_global_config
 from nemo_gym.config.redact import redact_everywhere
 from nemo_gym.config.typed import build
-from nemo_gym.errors import DownstreamError, NemoGymError
+from nemo_gym.errors import DownstreamError, NemoGymError, RetryLaterError
 
 EXIT_DOWNSTREAM = 1
 EXIT_BAD_INPUT = 2
+EXIT_RETRY_LATER = 75  # sysexits' EX_TEMPFAIL
 EXIT_INTERRUPTED = 130
 
 HELP_FLAGS = ("-h", "--help")
@@ -83,6 +85,9 @@ def run_cli(main: Callable[[list[str]], int | None], command_help: CommandHelp |
     except NemoGymError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+    except RetryLaterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_RETRY_LATER)
     except DownstreamError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_DOWNSTREAM)

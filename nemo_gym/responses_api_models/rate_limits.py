@@ -20,6 +20,13 @@ answered rate, and growth never lowers it. Reservations of requests still waitin
 again, spaced at the new rate, instead of all sending when the pause ends, while what was already sent stays counted
 (the budgets keep a second time that counts only sent requests). The configured limits are never exceeded.
 
+A request may bring a deadline (`acquire(deadline=...)`): when its turn would come after it, `acquire` raises
+`PastDeadline` at once and reserves nothing, so it is never sent with next to no time left for its answer (sent,
+billed, then timed out), and fails as rate-limited. A 429 whose wait is longer than the model server waits at all
+(`refused`, a spent quota as a rule) pauses and cuts nothing: the wait is not taken, and the pacing must be as it was
+when the endpoint serves again. Every 429, waited out or not, is counted (`rate_limited_count`, for the collector's
+progress line: endpoint_calls.py).
+
 The state lives in an anonymous shared memory page with a process-shared lock. The launcher builds its server object
 before it forks the workers (nemo_gym.server.launch), so the first limiter made for a server is inherited by every
 worker, and each worker's own server object finds it in `_SHARED`: the limits hold for the server as a whole, not
@@ -69,6 +76,7 @@ class _Fields:
     answered_rate: float = 0.0  # exponentially weighted rate of answered requests
     answered_at: float = 0.0  # when it was last updated
     first_answer_at: float = 0.0  # for its start-up correction (an EWMA starts at 0)
+    rate_limited: float = 0.0  # 429s the endpoint answered, waited out or not
 
 
 _LAYOUT = struct.Struct(f"{len(_Fields.__dataclass_fields__)}d")
@@ -80,6 +88,14 @@ class Budgets:
 
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
+
+
+class PastDeadline(Exception):
+    """A request's turn under the limits (or a 429's pause) would come after its deadline: it is not sent."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(f"its turn would come in {wait_s:.1f} s, after its deadline")
+        self.wait_s = wait_s  # from now until its turn
 
 
 class _SharedState:
@@ -148,8 +164,9 @@ class EndpointLimiter:
         interval = self._state.read().learned_interval
         return 60.0 / interval if interval else None
 
-    def _reserve(self, tokens: int, now: float) -> tuple[float, float]:
-        """(epoch, the time this request may be sent at); its share of each budget is taken now."""
+    def _reserve(self, tokens: int, now: float, deadline: float | None) -> tuple[float, float]:
+        """(epoch, the time this request may be sent at); its share of each budget is taken now. `PastDeadline`,
+        with nothing taken, when that time is after `deadline`."""
 
         def change(f: _Fields) -> tuple[float, float]:
             _grow(f, now)
@@ -157,13 +174,21 @@ class EndpointLimiter:
             interval = max(self._request_interval, f.learned_interval)
             if interval:  # a learned rate alone gets no burst: it is what the endpoint just refused
                 at = max(at, f.requests_at - (BURST_S if self._request_interval else 0.0))
-                f.requests_at = max(f.requests_at, at) + interval
+            requests_at = at
             if self._token_interval:
                 at = max(at, f.tokens_at - BURST_S)
+            if deadline is not None and at > deadline:
+                return f.epoch, at
+            if interval:
+                f.requests_at = max(f.requests_at, requests_at) + interval
+            if self._token_interval:
                 f.tokens_at = max(f.tokens_at, at) + tokens * self._token_interval
             return f.epoch, at
 
-        return self._state.update(change)
+        epoch, at = self._state.update(change)
+        if deadline is not None and at > deadline:
+            raise PastDeadline(at - now)
+        return epoch, at
 
     def _send(self, epoch: float, tokens: int) -> bool:
         """Count a request as sent now, unless a 429 voided its reservation meanwhile (False: reserve again)."""
@@ -181,16 +206,20 @@ class EndpointLimiter:
 
         return self._state.update(change)
 
-    async def acquire(self, tokens: int = 0) -> float:
-        """Wait until one request of about `tokens` tokens may be sent; the seconds waited."""
+    async def acquire(self, tokens: int = 0, deadline: float | None = None) -> float:
+        """Wait until one request of about `tokens` tokens may be sent; the seconds waited. `PastDeadline` (at once,
+        or when a 429 meanwhile moves its turn) when it could not be sent by `deadline` (time.monotonic)."""
         started = time.monotonic()
-        epoch, send_at = self._reserve(tokens, started)
+        epoch, send_at = self._reserve(tokens, started, deadline)
         while True:
             state = self._state.read()
             if state.epoch != epoch:  # a 429 since: the reservation is void, reserve again at the new rate
-                epoch, send_at = self._reserve(tokens, time.monotonic())
+                epoch, send_at = self._reserve(tokens, time.monotonic(), deadline)
                 continue
-            delay = max(send_at, state.paused_until) - time.monotonic()
+            now = time.monotonic()
+            delay = max(send_at, state.paused_until) - now
+            if deadline is not None and now > deadline:  # woken late (a loaded event loop): not sent after all
+                raise PastDeadline(0.0)
             if delay <= 0:
                 if self._send(epoch, tokens):
                     return time.monotonic() - started
@@ -221,6 +250,7 @@ class EndpointLimiter:
         now = time.monotonic()
 
         def change(f: _Fields) -> float:
+            f.rate_limited += 1
             f.paused_until = max(f.paused_until, now + retry_after_s)
             f.epoch += 1
             # Every waiting holder reserves again, from the pause's end; what was sent stays counted.
@@ -243,6 +273,19 @@ class EndpointLimiter:
             return 0.0
 
         self._state.update(change)
+
+    def refused(self) -> None:
+        """The endpoint answered 429 asking for a longer wait than the model server takes: counted, nothing more."""
+
+        def change(f: _Fields) -> float:
+            f.rate_limited += 1
+            return 0.0
+
+        self._state.update(change)
+
+    def rate_limited_count(self) -> int:
+        """429s the endpoint answered this server, all its workers together, since it started."""
+        return int(self._state.read().rate_limited)
 
 
 _SHARED: dict[tuple[str, Budgets], EndpointLimiter] = {}

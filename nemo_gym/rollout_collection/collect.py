@@ -28,6 +28,7 @@ from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.knee import AUTOMATIC_CEILING, ThroughputKnee
 from nemo_gym.rollout_collection.dry_run import plan_collection
+from nemo_gym.rollout_collection.endpoint_429s import Endpoint429s
 from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.manifest import fingerprint, manifest_of
 from nemo_gym.rollout_collection.preflight import preflight_servers
@@ -35,7 +36,7 @@ from nemo_gym.rollout_collection.progress import Progress
 from nemo_gym.rollout_collection.progress_file import INTERRUPTED, STOPPED
 from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes, file_size, resume_refusal
 from nemo_gym.rollout_collection.prompt import PromptConfig, load_prompt_config
-from nemo_gym.rollout_collection.retry_budget import RetryBudget, RunStopped
+from nemo_gym.rollout_collection.retry_budget import EndpointRefused, RetryBudget, RunStopped
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.run_counters import ProgressFileTicker, RunCounters
 from nemo_gym.rollout_collection.runner import Runner, RunStats
@@ -258,6 +259,8 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
                                              pause_s=config.failure_pause_s, retry_ratio=config.retry_budget, say=_say)
     limit = _concurrency(config)
     counters = RunCounters()
+    live = await Endpoint429s.of_run(servers)  # the model servers' counts before the first rollout
+    counters.live_rate_limited = lambda: live.count
     progress.detail = lambda: _detail(limit, counters)
     failures = AppendFile(config.failures_jsonl_fpath)
     runner = Runner(engine, config.max_total_attempts, state.output, failures, state.done, state.prior_attempts,
@@ -274,16 +277,24 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
     started = time.monotonic()
     progress.start()
     ticker.start()
+    live.start()
     try:
         with closing(iter_lines(config.materialized_path)) as lines:
             assert config.num_samples_in_parallel is not None, "its validator turns null into the default"
             stats = await runner.run((line for _, _, line in lines), config.num_samples_in_parallel)
         budget.raise_if_stopped()
     except BaseException as exc:
-        ticker.close(STOPPED if isinstance(exc, RunStopped) else INTERRUPTED, str(exc))
-        _say(f"stopped: every finished rollout is saved in {config.output_path}; {RESUME_HINT} to continue")
+        live.stop()
+        stopped = isinstance(exc, RunStopped)
+        if stopped:
+            await live.poll()  # the 429s it stopped on, in the last line and snapshot
+        ticker.close(STOPPED if stopped else INTERRUPTED, str(exc))
+        when = " once the endpoint serves again" if isinstance(exc, EndpointRefused) else ""
+        _say(f"stopped: every finished rollout is saved in {config.output_path}; {RESUME_HINT} to continue{when}")
         raise
     else:
+        live.stop()
+        await live.poll()
         ticker.close()
     finally:
         progress.close()
@@ -325,7 +336,7 @@ def _concurrency(config: RolloutCollectionConfig) -> AdaptiveLimit:
 
 def _detail(limit: AdaptiveLimit, counters: RunCounters) -> str:
     """What a progress line adds: the concurrency, and the 429s and retries so far."""
-    return (f"{limit.in_flight} in flight (level {limit.level}/{limit.ceiling}), {counters.rate_limited} 429s, "
+    return (f"{limit.in_flight} in flight (level {limit.level}/{limit.ceiling}), {counters.rate_limited_so_far} 429s, "
             f"{counters.rollout_retries + counters.model_call_retries} retries")
 
 

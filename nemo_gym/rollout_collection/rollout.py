@@ -4,9 +4,11 @@
 `run_rollout`, so a row is retried, timed out and classified the same way whichever of them runs it. A retryable
 failure (`nemo_gym.failures.is_retryable`, the rule the HTTP client and aggregation use too) is retried with jittered
 exponential backoff up to the attempt budget;
-anything else, or a retryable failure that used up its attempts, is a `RolloutFailure` — never a reward. Under a
-run-wide `RetryBudget` (ng_collect_rollouts), every attempt is admitted and recorded there, and a retry it has no
-room for is not made.
+anything else, or a retryable failure that used up its attempts, is a `RolloutFailure` — never a reward. A model
+endpoint's refusal (a 429 asking for a longer wait than its model server takes: nemo_gym.failures.EndpointRefusal) is
+not retried: no attempt gets past it before the wait it asked for. Under a run-wide `RetryBudget`
+(ng_collect_rollouts), every attempt is admitted and recorded there (a refusal with it, which may stop the run), and a
+retry it has no room for is not made.
 """
 
 import asyncio
@@ -17,7 +19,8 @@ from typing import Any
 from nemo_gym.compat.markers import marked_failure
 from nemo_gym.errors import RolloutFailedError
 from nemo_gym.failures import (
-    DeclaredFailureClass, FailureClass, RequestFailed, RetryPolicy, failure_class_of, is_retryable,
+    DeclaredFailureClass, EndpointRefusal, FailureClass, RequestFailed, RetryPolicy, failure_class_of, is_retryable,
+    refusal_of,
 )
 from nemo_gym.http_client import HttpClient
 from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
@@ -76,6 +79,7 @@ class RolloutFailure:
     rollout_index: int | None
     # A failed verification (a marked reply holding the rollout's `response`): the reply, kept for re-verification.
     reply: dict[str, Any] | None = None
+    refusal: EndpointRefusal | None = None  # a model endpoint's refusal to serve within its model server's wait
 
     def error(self) -> RolloutFailedError:
         return RolloutFailedError(
@@ -133,11 +137,14 @@ async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: R
             )
         except RequestFailed as exc:
             error = exc
-        failure = RolloutFailure(failure_class_of(error), attempt, error.message, error.status, url,
-                                 _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX)))
+        refusal = refusal_of(error)
+        message = refusal.line() if refusal is not None else error.message
+        failure = RolloutFailure(failure_class_of(error), attempt, message, error.status, url,
+                                 _int_or_none(row.get(TASK_INDEX)), _int_or_none(row.get(ROLLOUT_INDEX)),
+                                 refusal=refusal)
         if run_budget and epoch is not None:
-            run_budget.record(epoch, failure.failure_class, error.message)
-        if attempt >= budget or not is_retryable(error):
+            run_budget.record(epoch, failure.failure_class, message, refusal)
+        if attempt >= budget or not is_retryable(error) or refusal is not None:
             return failure
         await asyncio.sleep(policy.backoff_s(attempt))
         if run_budget:

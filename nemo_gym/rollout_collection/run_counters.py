@@ -10,7 +10,7 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from nemo_gym.model_calls import ModelCall
 from nemo_gym.rollout_collection.concurrency import AdaptiveLimit
@@ -45,6 +45,13 @@ class RunCounters:
     rate_limited: int = 0  # 429s the endpoints answered (waited out and sent again by the model servers)
     model_call_retries: int = 0  # model calls sent more than once
     rollout_retries: int = 0  # rollout attempts after the first
+    # The 429s the model servers counted as they came (endpoint_429s.py); None where none counts them.
+    live_rate_limited: Callable[[], int | None] = lambda: None
+
+    @property
+    def rate_limited_so_far(self) -> int:
+        """The run's 429s: the model servers' count, or the rows' where they are ahead of its last read."""
+        return max(self.rate_limited, self.live_rate_limited() or 0)
 
     def _agent(self, agent: str) -> AgentCounts:
         counts = self.agents.get(agent)
@@ -125,7 +132,7 @@ class ProgressFileTicker:
             "eta_s": round(remaining / rate, 1) if rate > 0 and remaining > 0 else None,
             "mean_reward": None if mean is None else round(mean, 6),
             "concurrency": {"level": self.limit.level, "ceiling": self.limit.ceiling},
-            "rate_limited": counters.rate_limited,
+            "rate_limited": counters.rate_limited_so_far,
             "retries": {"rollouts": counters.rollout_retries, "model_calls": counters.model_call_retries,
                         "refused": self.budget.refused_retries},
             "agents": {name: asdict(counts) for name, counts in sorted(counters.agents.items())},

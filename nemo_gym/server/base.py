@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from nemo_gym.config.servers import SERVER_KINDS, ServerSettings, ServerSpec
 from nemo_gym.config.typed import Settings, Text, UnknownKeys, build
 from nemo_gym.errors import ConfigError
-from nemo_gym.failures import FailureClass, failure_class_of
+from nemo_gym.failures import REFUSAL_FIELD, FailureClass, failure_class_of, refusal_of
 from nemo_gym.http_client import HttpClient, RequestFailed
 from nemo_gym.open_files import allow_open_files_up_to_hard_limit
 from nemo_gym.server.client import ServerClient
@@ -37,11 +37,13 @@ JsonHandler = Callable[[dict[str, Any], Request], Awaitable[Any]]
 class HandlerError(Exception):
     """Raised by a handler to answer with a specific status and failure class."""
 
-    def __init__(self, status: int, message: str, failure_class: FailureClass = FailureClass.HTTP_4XX) -> None:
+    def __init__(self, status: int, message: str, failure_class: FailureClass = FailureClass.HTTP_4XX,
+                 **extra: Any) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.failure_class = FailureClass(failure_class)
+        self.extra = extra  # more fields of the error body (an endpoint's refusal, for one)
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -54,8 +56,11 @@ def error_response(status: int, failure_class: str, message: str, **extra: Any) 
 
 def downstream_failed(exc: RequestFailed) -> Response:
     """502 for a downstream call that failed, carrying the class of the deepest hop that failed
-    (a dead vLLM behind the model server reads `connect` at the collector, not the model server's `http_5xx`)."""
-    return error_response(502, failure_class_of(exc), exc.message, upstream_status=exc.status)
+    (a dead vLLM behind the model server reads `connect` at the collector, not the model server's `http_5xx`), and
+    the model endpoint's refusal where the deepest hop met one (the collector stops the run on it)."""
+    refusal = refusal_of(exc)
+    relayed = {REFUSAL_FIELD: refusal.to_dict()} if refusal is not None else {}
+    return error_response(502, failure_class_of(exc), exc.message, upstream_status=exc.status, **relayed)
 
 
 def json_route(path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POST",)) -> Route:
@@ -70,7 +75,7 @@ def json_route(path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POS
         try:
             return json_response(await handler(body, request))
         except HandlerError as exc:
-            return error_response(exc.status, exc.failure_class, exc.message)
+            return error_response(exc.status, exc.failure_class, exc.message, **exc.extra)
         except RequestFailed as exc:
             return downstream_failed(exc)
         except Exception as exc:  # noqa: BLE001 - a handler bug must answer 500, not drop the connection

@@ -75,8 +75,9 @@ def test_429s_are_waited_out_and_recorded(hosted_stack: HostedStack, tmp_path: P
     limited = sum(call["rate_limited"] for row in rows for call in row["_ng_model_calls"])
     progress = orjson.loads(sidecar(output, "_progress.json").read_bytes())
     assert len(rows) == 40 and progress["failed"] == 0
-    # Every 429 of a rollout that succeeded is in its row; the stub also counted those of attempts that failed.
-    assert 5 <= limited == progress["rate_limited"] <= seen["rate_limited"]
+    # Every 429 of a rollout that succeeded is in its row; the model server counted those of attempts that failed too
+    # (the progress file's count, read from it as they came), and the stub all of them.
+    assert 5 <= limited <= progress["rate_limited"] <= seen["rate_limited"]
     assert not CUT.findall(stdout)  # waited out by the model server, which now paces the stub: no cut here
     metrics = read_metrics(sidecar(output, "_aggregate_metrics.json"))[0]["agent_metrics"]
     assert metrics["model_calls/rate_limited"] == limited and metrics["model_calls/retries"] == limited

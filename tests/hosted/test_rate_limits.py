@@ -1,14 +1,24 @@
 """The endpoint limiter: configured budgets are never exceeded (in one process or across forked workers sharing
 it), a 429's Retry-After pauses every sender and voids earlier reservations, and without a configured limit a 429
 sets a learned rate. Every check is an upper bound on how fast requests went out, which other load on the machine
-can only make slower, so no verdict depends on timing luck."""
+can only make slower, so no verdict depends on timing luck. A request whose turn would come after its deadline is
+refused at once and reserves nothing; a 429 beyond what the server waits (`refused`) is counted and pauses nobody."""
 
 import asyncio
 import multiprocessing
 import os
 import time
 
-from nemo_gym.responses_api_models.rate_limits import BURST_S, DEEP_CUT, Budgets, EndpointLimiter, shared_limiter
+import pytest
+
+from nemo_gym.responses_api_models.rate_limits import (
+    BURST_S,
+    DEEP_CUT,
+    Budgets,
+    EndpointLimiter,
+    PastDeadline,
+    shared_limiter,
+)
 
 
 async def _send_times(limiter: EndpointLimiter, n: int, tokens: int = 0) -> list[float]:
@@ -131,3 +141,39 @@ def test_a_429_remembers_the_rate_that_met_it_not_the_answered_rate() -> None:
     limiter.limited(retry_after_s=0.01)  # met at 100/s, with an answered rate of about one a second
     assert limiter._state.read().limited_rate == 100.0
     assert limiter.learned_requests_per_minute() == 60 * 100.0 * DEEP_CUT  # the cut of 100/s, a second after the last
+
+
+def test_a_turn_after_the_deadline_is_refused_at_once_and_reserves_nothing() -> None:
+    async def main() -> tuple[float, float, float]:
+        limiter = EndpointLimiter(Budgets(requests_per_minute=60))  # one a second, half a second's burst
+        await limiter.acquire()
+        reserved = limiter._state.read().requests_at
+        with pytest.raises(PastDeadline) as late:  # the next turn is half a second away
+            await limiter.acquire(deadline=time.monotonic() + 0.1)
+        return reserved, limiter._state.read().requests_at, late.value.wait_s
+
+    reserved, after, wait_s = asyncio.run(main())
+    assert after == reserved  # the next request's turn is not pushed back by one that was never sent
+    assert 0.1 < wait_s <= 0.5
+
+
+def test_a_429_that_moves_a_waiting_turn_past_its_deadline_refuses_it() -> None:
+    async def main() -> None:
+        limiter = EndpointLimiter(Budgets(requests_per_minute=60))
+        await limiter.acquire()
+        waiting = asyncio.create_task(limiter.acquire(deadline=time.monotonic() + 2.0))  # its turn: in 0.5 s
+        await asyncio.sleep(0)
+        limiter.limited(retry_after_s=5.0)
+        with pytest.raises(PastDeadline):
+            await waiting
+
+    asyncio.run(main())
+
+
+def test_a_refusal_is_counted_and_pauses_nobody() -> None:
+    limiter = EndpointLimiter(Budgets())
+    limiter.refused()
+    limiter.limited(retry_after_s=0.01)
+    state = limiter._state.read()
+    assert limiter.rate_limited_count() == 2 and state.paused_until < time.monotonic() + 0.02
+    assert limiter.learned_requests_per_minute() == 6000.0  # set by the 429 it waited out, not by the refusal

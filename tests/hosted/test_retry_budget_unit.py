@@ -1,11 +1,25 @@
 """The run-wide retry budget: retries stay within their share of first attempts; a run that mostly fails pauses
-once and then stops with one message; a healthy window after a pause re-arms the pause; it never loops."""
+once and then stops with one message; a healthy window after a pause re-arms the pause; it never loops. Refusals of
+a model endpoint (a spent quota) in a row stop it at once, quoting the endpoint."""
 
 import asyncio
 
 import pytest
 
-from nemo_gym.rollout_collection.retry_budget import FREE_RETRIES, MIN_ATTEMPTS, WINDOW, RetryBudget, RunStopped
+from nemo_gym.errors import RetryLaterError
+from nemo_gym.failures import EndpointRefusal
+from nemo_gym.rollout_collection.retry_budget import (
+    FREE_RETRIES,
+    MIN_ATTEMPTS,
+    REFUSALS_TO_STOP,
+    WINDOW,
+    EndpointRefused,
+    RetryBudget,
+    RunStopped,
+)
+
+QUOTA = EndpointRefusal("https://api.example.com/v1", 429, "insufficient_quota", "You exceeded your current quota.",
+                        3600.0, 120.0)
 
 
 def _budget(said: list[str], pause_s: float = 0.05) -> RetryBudget:
@@ -86,3 +100,28 @@ def test_a_failure_rate_below_the_threshold_never_pauses() -> None:
     said: list[str] = []
     asyncio.run(_attempts(_budget(said), (["http_5xx", None, None] * 200)))
     assert said == []
+
+
+def test_refusals_in_a_row_stop_the_run_at_once_quoting_the_endpoint() -> None:
+    async def main() -> tuple[EndpointRefused, int]:
+        budget = _budget([], pause_s=3600)
+        epoch = await budget.admit(retry=False)
+        assert epoch is not None
+        for _ in range(REFUSALS_TO_STOP - 1):  # a refusal among answers does not stop the run
+            budget.record(epoch, "rate_limited", QUOTA.line(), QUOTA)
+        budget.record(epoch, None)
+        for _ in range(REFUSALS_TO_STOP - 1):
+            budget.record(epoch, "rate_limited", QUOTA.line(), QUOTA)
+        await budget.admit(retry=False)
+        budget.record(epoch, "rate_limited", QUOTA.line(), QUOTA)
+        with pytest.raises(EndpointRefused) as stopped:
+            await budget.admit(retry=False)  # no pause first: the endpoint said it will not serve within one
+        return stopped.value, budget.first_attempts
+
+    stopped, first_attempts = asyncio.run(main())
+    assert isinstance(stopped, RunStopped) and isinstance(stopped, RetryLaterError)  # exit status 75
+    assert str(stopped) == (
+        "stopped: model endpoint https://api.example.com/v1 answered 429 insufficient_quota: You exceeded your current "
+        f"quota; the endpoint asks to wait 3600 s, longer than its model server waits (max_rate_limit_wait_s=120), "
+        f"to {REFUSALS_TO_STOP} rollout attempts in a row; resume once it serves again")
+    assert first_attempts == 2

@@ -2,11 +2,12 @@
 
 Settings: `base_url` (ending in /v1), `api_key` (sent as a bearer token; launch scrubs it from every log line),
 `model`, `request_timeout_s` (default: `config.timeouts.MODEL_REQUEST_TIMEOUT_S`), and the endpoint's rate limits
-(`max_requests_per_minute`, `max_tokens_per_minute`, `max_rate_limited_attempts`: see ../endpoint_calls.py), held by
-this server as a whole.
+(`max_requests_per_minute`, `max_tokens_per_minute`, `max_rate_limited_attempts`, `max_rate_limit_wait_s`:
+see ../endpoint_calls.py), held by this server as a whole.
 
 Requests go through `EndpointCalls` (paced, re-sent after a 429, measured); a Responses reply carries the call's
-record under `nemo_gym.model_calls.REPLY_FIELD`. `GET /preflight` checks the endpoint, the key and the model.
+record under `nemo_gym.model_calls.REPLY_FIELD`. `GET /preflight` checks the endpoint, the key and the model;
+`GET /rate_limited` counts the 429s it answered (../endpoint_calls.py).
 """
 
 from typing import Any
@@ -23,7 +24,6 @@ from nemo_gym.config.typed import Text
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
 from nemo_gym.responses_api_models.preflight import PREFLIGHT_PATH, check_endpoint
-from nemo_gym.responses_api_models.rate_limits import Budgets, shared_limiter
 from nemo_gym.server.base import BaseServer, json_route
 
 
@@ -46,15 +46,14 @@ class OpenAIModelServer(BaseServer):
 
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         super().__init__(spec, head_url)
-        budgets = Budgets(self.settings.max_requests_per_minute, self.settings.max_tokens_per_minute)
-        self.endpoint_calls = EndpointCalls(shared_limiter(spec.name, budgets),
-                                            max_rate_limited_attempts=self.settings.max_rate_limited_attempts)
+        self.endpoint_calls = EndpointCalls.of_server(spec.name, self.settings)
 
     def routes(self) -> list[Route]:
         return [
             json_route("/v1/responses", self.responses),
             json_route("/v1/chat/completions", self.chat_completions),
             json_route(PREFLIGHT_PATH, self.preflight, methods=("GET",)),
+            self.endpoint_calls.route(),
         ]
 
     def _headers(self) -> dict[str, str]:
