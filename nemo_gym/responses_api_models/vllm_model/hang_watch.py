@@ -1,8 +1,8 @@
 """A replica that accepts requests and never answers, found while its requests wait (one watch per worker process).
 
-A request older than `hang_factor` times the recent p99 latency of this process's answered requests (at least
-`hang_floor_s`: OutlierRules), on a replica that has answered nothing since the request was sent while another
-replica did, is given up as a timeout; the router counts it towards the replica's ejection and the model server sends
+Requests older than `hang_factor` times the recent p99 latency of this process's answered requests (at least
+`hang_floor_s`: OutlierRules), at least `HANG_MIN_OVERDUE` of them on one replica that has answered nothing since
+they were sent while another replica did, are given up as timeouts; the router counts it towards the replica's ejection and the model server sends
 the request to another replica. A slow replica still answers and is not taken for a hung one; a fleet paused as a
 whole (a weight update) answers nothing anywhere, and nothing is given up; with one replica there is no peer to
 compare with, and nothing is watched.
@@ -20,6 +20,9 @@ from nemo_gym.responses_api_models.vllm_model.routing import ReplicaRouter
 HANG_MIN_SAMPLES = 20  # answered requests in this process before a p99 is trusted
 HANG_SAMPLES = 512
 HANG_CHECK_S = 0.25
+# A replica is taken for hung only with this many overdue requests: one long generation alone on its replica (the
+# tail of a run) answers nothing else either, and is not a hung replica.
+HANG_MIN_OVERDUE = 2
 T = TypeVar("T")
 
 
@@ -61,7 +64,7 @@ class HangWatch:
             self._task = asyncio.get_running_loop().create_task(self._watch())
         sent_at = self.router.clock()
         try:
-            async with asyncio.timeout(deadline) as timeout:
+            async with asyncio.timeout_at(deadline) as timeout:
                 if not watch:
                     return await request
                 with self._registered(index, sent_at, timeout):
@@ -91,14 +94,16 @@ class HangWatch:
             return 0
         now = self.router.clock()
         answered = [self.router.last_answered(i) for i in range(self.router.replicas)]
-        hung = 0
-        for index, sent_at, timeout in list(self._watched.values()):
+        overdue: dict[int, list[tuple[int, asyncio.Timeout]]] = {}
+        for key, (index, sent_at, timeout) in self._watched.items():
             others = max((at for i, at in enumerate(answered) if i != index), default=0.0)
             if now - sent_at > threshold and answered[index] < sent_at < others and not timeout.expired():
-                self._hung.add(id(timeout))
-                timeout.reschedule(asyncio.get_running_loop().time())
-                hung += 1
-        return hung
+                overdue.setdefault(index, []).append((key, timeout))
+        hung = [entry for entries in overdue.values() if len(entries) >= HANG_MIN_OVERDUE for entry in entries]
+        for key, timeout in hung:
+            self._hung.add(key)
+            timeout.reschedule(asyncio.get_running_loop().time())
+        return len(hung)
 
     def close(self) -> None:
         if self._task is not None:

@@ -142,16 +142,23 @@ def test_the_hang_watch_gives_up_a_request_on_a_replica_that_answers_nothing() -
         for _ in range(HANG_MIN_SAMPLES):
             await watch.watched(0, asyncio.sleep(0))
         assert watch.threshold_s() == 1.0  # p99 near 0: the floor
-        hung = asyncio.create_task(watch.watched(1, _pending_forever()))
+        lone = asyncio.create_task(watch.watched(1, _pending_forever()))
         await asyncio.sleep(0)
         clock.now += 0.5
         router.answered(0)  # the other replica answers meanwhile
         assert watch.check() == 0  # not old enough yet
         clock.now += 1.0
-        assert watch.check() == 1
-        with pytest.raises(RequestFailed) as failed:
-            await hung
-        assert failed.value.failure_class == FailureClass.TIMEOUT
+        assert watch.check() == 0  # one long request alone on its replica: not a hung replica
+        second = asyncio.create_task(watch.watched(1, _pending_forever()))
+        await asyncio.sleep(0)
+        clock.now += 0.5
+        router.answered(0)
+        clock.now += 1.0
+        assert watch.check() == 2
+        for hung in (lone, second):
+            with pytest.raises(RequestFailed) as failed:
+                await hung
+            assert failed.value.failure_class == FailureClass.TIMEOUT and "while the others" in failed.value.message
         watch.close()
 
     asyncio.run(scenario())
