@@ -24,8 +24,8 @@ class OutlierRules:
     ejection_base_s: float = 2.0
     ejection_max_s: float = 60.0
     max_ejected_share: float = 0.5
-    hang_factor: float = 5.0
-    hang_floor_s: float = 2.0
+    hang_factor: float = 2.0
+    hang_floor_s: float = 1.0
 
 
 _OUTLIER = OutlierRules()
@@ -71,8 +71,8 @@ class VLLMModelSettings(EndpointLimitSettings):
     max_ejected_share: float = Field(_OUTLIER.max_ejected_share, ge=0, le=1)
     """At most this share of the replicas is out at once (ejected or down); 0 ejects none."""
     hang_factor: float = Field(_OUTLIER.hang_factor, gt=1)
-    """A request this many times older than the recent p99 latency, on a replica that answers nothing while the
-    others do, is given up and sent to another replica."""
+    """A replica silent for this many times the recent p99 latency, while the others answer, with requests that old
+    is taken for hung: they are given up and sent to other replicas."""
     hang_floor_s: float = Field(_OUTLIER.hang_floor_s, gt=0)
     """... and at least this many seconds old."""
     failover_attempts: int = Field(3, ge=1)

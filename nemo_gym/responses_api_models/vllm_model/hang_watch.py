@@ -1,11 +1,13 @@
 """A replica that accepts requests and never answers, found while its requests wait (one watch per worker process).
 
-Requests older than `hang_factor` times the recent p99 latency of this process's answered requests (at least
-`hang_floor_s`: OutlierRules), at least `HANG_MIN_OVERDUE` of them on one replica that has answered nothing since
-they were sent while another replica did, are given up as timeouts; the router counts it towards the replica's ejection and the model server sends
-the request to another replica. A slow replica still answers and is not taken for a hung one; a fleet paused as a
-whole (a weight update) answers nothing anywhere, and nothing is given up; with one replica there is no peer to
-compare with, and nothing is watched.
+The threshold is `hang_factor` times the recent p99 latency of this process's answered requests (at least
+`hang_floor_s`: OutlierRules). A replica that has answered nothing for longer than the threshold, while another
+replica answered within it, and holds at least `HANG_MIN_OVERDUE` requests older than it, is taken for hung: those
+requests are given up as timeouts, which the router counts towards the replica's ejection, and the model server
+sends each to another replica. Silence, not a request's own age, is the sign: a replica that stopped mid-generation
+answered other requests after the ones it holds were sent. A slow replica still answers and is not taken for a hung
+one; a fleet paused as a whole (a weight update) answers nothing anywhere, and nothing is given up; with one replica
+there is no peer to compare with, and nothing is watched.
 """
 
 import asyncio
@@ -21,7 +23,7 @@ HANG_MIN_SAMPLES = 20  # answered requests in this process before a p99 is trust
 HANG_SAMPLES = 512
 HANG_CHECK_S = 0.25
 # A replica is taken for hung only with this many overdue requests: one long generation alone on its replica (the
-# tail of a run) answers nothing else either, and is not a hung replica.
+# tail of a run) has nothing else to answer, and is not a hung replica.
 HANG_MIN_OVERDUE = 2
 T = TypeVar("T")
 
@@ -96,10 +98,14 @@ class HangWatch:
         answered = [self.router.last_answered(i) for i in range(self.router.replicas)]
         overdue: dict[int, list[tuple[int, asyncio.Timeout]]] = {}
         for key, (index, sent_at, timeout) in self._watched.items():
-            others = max((at for i, at in enumerate(answered) if i != index), default=0.0)
-            if now - sent_at > threshold and answered[index] < sent_at < others and not timeout.expired():
+            if now - sent_at > threshold and not timeout.expired():
                 overdue.setdefault(index, []).append((key, timeout))
-        hung = [entry for entries in overdue.values() if len(entries) >= HANG_MIN_OVERDUE for entry in entries]
+        hung = []
+        for index, entries in overdue.items():
+            silent = now - answered[index] > threshold
+            others_answer = any(now - at <= threshold for i, at in enumerate(answered) if i != index and at)
+            if silent and others_answer and len(entries) >= HANG_MIN_OVERDUE:
+                hung += entries
         for key, timeout in hung:
             self._hung.add(key)
             timeout.reschedule(asyncio.get_running_loop().time())

@@ -164,21 +164,51 @@ def test_the_hang_watch_gives_up_a_request_on_a_replica_that_answers_nothing() -
     asyncio.run(scenario())
 
 
+async def _watching(watch: HangWatch, index: int, count: int) -> list["asyncio.Task[None]"]:
+    """`count` requests to replica `index` that are never answered, registered with the watch."""
+    tasks = [asyncio.create_task(watch.watched(index, _pending_forever())) for _ in range(count)]
+    await asyncio.sleep(0)
+    return tasks
+
+
+async def _primed(replicas: int) -> tuple[ReplicaRouter, Clock, HangWatch]:
+    router, clock = _router(replicas, hang_floor_s=1.0)
+    watch = HangWatch(router)
+    for _ in range(HANG_MIN_SAMPLES):
+        await watch.watched(0, asyncio.sleep(0))
+    return router, clock, watch
+
+
 def test_the_hang_watch_leaves_a_paused_fleet_and_a_slow_replica_alone() -> None:
     async def scenario() -> None:
-        router, clock = _router(2, hang_floor_s=1.0)
-        watch = HangWatch(router)
-        for _ in range(HANG_MIN_SAMPLES):
-            await watch.watched(0, asyncio.sleep(0))
-        paused = asyncio.create_task(watch.watched(1, _pending_forever()))
-        await asyncio.sleep(0)
+        router, clock, watch = await _primed(2)
+        waiting = await _watching(watch, 1, 3)
         clock.now += 10.0
         assert watch.check() == 0  # nobody answered: a paused fleet, not a hung replica
-        router.answered(1)  # replica 1 answers another request: slow, not hung
         router.answered(0)
-        clock.now += 10.0
+        router.answered(1)  # replica 1 answers other requests: slow, not hung
+        clock.now += 0.5
         assert watch.check() == 0
-        paused.cancel()
+        for task in waiting:
+            task.cancel()
+        watch.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_that_stops_mid_generation_is_found_by_its_silence() -> None:
+    async def scenario() -> None:
+        router, clock, watch = await _primed(2)
+        stuck = await _watching(watch, 1, 2)
+        clock.now += 0.5
+        router.answered(1)  # an answer after the stuck requests were sent; then nothing
+        clock.now += 1.5
+        router.answered(0)
+        clock.now += 0.2
+        assert watch.check() == 2
+        for task in stuck:
+            with pytest.raises(RequestFailed):
+                await task
         watch.close()
 
     asyncio.run(scenario())
