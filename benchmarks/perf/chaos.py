@@ -314,7 +314,7 @@ def quota_run(work: Path, rows: int, after: int) -> dict[str, Any]:
     refused_at = watch.refused_at
     row = {"quota_requests": after, "retry_after_s": QUOTA_RETRY_AFTER_S, **run.outcome(),
            "time_to_stop_s": _rounded(run.ended - refused_at) if refused_at is not None else None,
-           "requests_after_quota_spent": replica["faulted"], "load_average": load_average()}
+           "requests_refused": replica["faulted"], "load_average": load_average()}
     print(f"quota spent after {after} requests: {row}", flush=True)
     return row
 

@@ -638,7 +638,7 @@ def chaos(r: Report) -> str:
                 f"`insufficient_quota`, `retry-after: {q['retry_after_s']}`), {q['rows']} rows: ng_collect_rollouts "
                 f"{stop} (target {t['quota_time_to_stop_s_at_most']:g} s) with exit status {q['exit_status']}, "
                 f"{q['rollouts']} rollouts saved, {q['failed_rollouts']} recorded as failed, {q['missing']} left to a "
-                f"resume; the spent endpoint got {q['requests_after_quota_spent']} requests after its first 429."]
+                f"resume; the spent endpoint answered {q['requests_refused']} requests with that 429 in all."]
     return "\n".join(out)
 
 
