@@ -2,7 +2,7 @@
 
 The threshold is `hang_factor` times the recent p99 latency of this process's answered requests (at least
 `hang_floor_s`: OutlierRules). A replica that has answered nothing for longer than the threshold, while another
-replica answered within it, and holds at least `HANG_MIN_OVERDUE` requests older than it, is taken for hung: those
+replica answered within it (or answered and is now idle: the end of a run), and holds at least `HANG_MIN_OVERDUE` requests older than it, is taken for hung: those
 requests are given up as timeouts, which the router counts towards the replica's ejection, and the model server
 sends each to another replica. Silence, not a request's own age, is the sign: a replica that stopped mid-generation
 answered other requests after the ones it holds were sent. A slow replica still answers and is not taken for a hung
@@ -95,16 +95,14 @@ class HangWatch:
         if threshold is None:
             return 0
         now = self.router.clock()
-        answered = [self.router.last_answered(i) for i in range(self.router.replicas)]
         overdue: dict[int, list[tuple[int, asyncio.Timeout]]] = {}
         for key, (index, sent_at, timeout) in self._watched.items():
             if now - sent_at > threshold and not timeout.expired():
                 overdue.setdefault(index, []).append((key, timeout))
         hung = []
         for index, entries in overdue.items():
-            silent = now - answered[index] > threshold
-            others_answer = any(now - at <= threshold for i, at in enumerate(answered) if i != index and at)
-            if silent and others_answer and len(entries) >= HANG_MIN_OVERDUE:
+            silent = now - self.router.last_answered(index) > threshold
+            if silent and len(entries) >= HANG_MIN_OVERDUE and self.router.peer_answers(index, threshold):
                 hung += entries
         for key, timeout in hung:
             self._hung.add(key)

@@ -305,6 +305,19 @@ class ReplicaRouter:
         """When `index` last answered a request (the router's clock; 0: never)."""
         return self._get(index, _ANSWERED_AT)
 
+    def peer_answers(self, index: int, within_s: float) -> bool:
+        """Whether a replica in service besides `index` answered within `within_s`, or has answered and now has
+        nothing to answer (idle at the end of a run): the fleet works, whatever `index` does."""
+        now = self.clock()
+        with self._table.lock:
+            for i in range(self.replicas):
+                at = self._get(i, _ANSWERED_AT)
+                if i == index or not at or not self._takes_requests(i, now):
+                    continue
+                if now - at <= within_s or not self._get(i, _IN_FLIGHT):
+                    return True
+        return False
+
     def snapshot(self) -> RoutingSnapshot:
         table = self._table
         with table.lock:

@@ -182,9 +182,11 @@ async def _primed(replicas: int) -> tuple[ReplicaRouter, Clock, HangWatch]:
 def test_the_hang_watch_leaves_a_paused_fleet_and_a_slow_replica_alone() -> None:
     async def scenario() -> None:
         router, clock, watch = await _primed(2)
+        router.answered(0)
+        assert router.pick(None, avoid=(1,)) == 0  # a request waits on replica 0 too
         waiting = await _watching(watch, 1, 3)
         clock.now += 10.0
-        assert watch.check() == 0  # nobody answered: a paused fleet, not a hung replica
+        assert watch.check() == 0  # nobody answers while both wait: a paused fleet, not a hung replica
         router.answered(0)
         router.answered(1)  # replica 1 answers other requests: slow, not hung
         clock.now += 0.5
@@ -222,5 +224,20 @@ def test_a_request_gets_no_more_than_its_time_whatever_the_replicas() -> None:
         with pytest.raises(RequestFailed) as failed:
             await watch.watched(0, _pending_forever(), deadline)
         assert failed.value.failure_class == FailureClass.TIMEOUT and "request's time" in failed.value.message
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_hung_at_the_end_of_a_run_is_found_while_its_peers_idle() -> None:
+    async def scenario() -> None:
+        router, clock, watch = await _primed(2)
+        stuck = await _watching(watch, 1, 2)
+        router.answered(0)  # the other replica finished its last request and has nothing left
+        clock.now += 5.0
+        assert watch.check() == 2
+        for task in stuck:
+            with pytest.raises(RequestFailed):
+                await task
+        watch.close()
 
     asyncio.run(scenario())
