@@ -22,8 +22,9 @@ from nemo_gym.responses_api_models.vllm_model.routing import ReplicaRouter
 HANG_MIN_SAMPLES = 20  # answered requests in this process before a p99 is trusted
 HANG_SAMPLES = 512
 HANG_CHECK_S = 0.25
-# A replica is taken for hung only with this many overdue requests: one long generation alone on its replica (the
-# tail of a run) has nothing else to answer, and is not a hung replica.
+# A replica in service is taken for hung only with this many overdue requests: one long generation alone on its
+# replica (the tail of a run) has nothing else to answer, and is not a hung replica. An ejected replica's probe is
+# alone by design, and is given up by itself.
 HANG_MIN_OVERDUE = 2
 T = TypeVar("T")
 
@@ -102,7 +103,8 @@ class HangWatch:
         hung = []
         for index, entries in overdue.items():
             silent = now - self.router.last_answered(index) > threshold
-            if silent and len(entries) >= HANG_MIN_OVERDUE and self.router.peer_answers(index, threshold):
+            enough = len(entries) >= (1 if self.router.on_probation(index) else HANG_MIN_OVERDUE)
+            if silent and enough and self.router.peer_answers(index, threshold):
                 hung += entries
         for key, timeout in hung:
             self._hung.add(key)

@@ -305,6 +305,10 @@ class ReplicaRouter:
         """When `index` last answered a request (the router's clock; 0: never)."""
         return self._get(index, _ANSWERED_AT)
 
+    def on_probation(self, index: int) -> bool:
+        """Whether `index` is ejected (its one request, if any, is its probe)."""
+        return bool(self._get(index, _EJECTED_UNTIL))
+
     def peer_answers(self, index: int, within_s: float) -> bool:
         """Whether a replica in service besides `index` answered within `within_s`, or has answered and now has
         nothing to answer (idle at the end of a run): the fleet works, whatever `index` does."""

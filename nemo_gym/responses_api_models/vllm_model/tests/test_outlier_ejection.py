@@ -179,6 +179,16 @@ async def _primed(replicas: int) -> tuple[ReplicaRouter, Clock, HangWatch]:
     return router, clock, watch
 
 
+async def _given_up(watch: HangWatch, stuck: list["asyncio.Task[None]"]) -> None:
+    """The watch's next check gives up every one of `stuck`, each as a timeout."""
+    assert watch.check() == len(stuck)
+    for task in stuck:
+        with pytest.raises(RequestFailed) as failed:
+            await task
+        assert failed.value.failure_class == FailureClass.TIMEOUT
+    watch.close()
+
+
 def test_the_hang_watch_leaves_a_paused_fleet_and_a_slow_replica_alone() -> None:
     async def scenario() -> None:
         router, clock, watch = await _primed(2)
@@ -207,11 +217,7 @@ def test_a_replica_that_stops_mid_generation_is_found_by_its_silence() -> None:
         clock.now += 1.5
         router.answered(0)
         clock.now += 0.2
-        assert watch.check() == 2
-        for task in stuck:
-            with pytest.raises(RequestFailed):
-                await task
-        watch.close()
+        await _given_up(watch, stuck)
 
     asyncio.run(scenario())
 
@@ -234,10 +240,21 @@ def test_a_replica_hung_at_the_end_of_a_run_is_found_while_its_peers_idle() -> N
         stuck = await _watching(watch, 1, 2)
         router.answered(0)  # the other replica finished its last request and has nothing left
         clock.now += 5.0
-        assert watch.check() == 2
-        for task in stuck:
-            with pytest.raises(RequestFailed):
-                await task
-        watch.close()
+        await _given_up(watch, stuck)
+
+    asyncio.run(scenario())
+
+
+def test_a_probe_that_hangs_is_given_up_alone() -> None:
+    async def scenario() -> None:
+        router, clock, watch = await _primed(2)
+        for _ in range(RULES.consecutive_failures):
+            _fail(router, 1)
+        clock.now += RULES.ejection_base_s
+        assert router.pick(None) == 1  # the ejected replica's probe
+        probe = await _watching(watch, 1, 1)
+        router.answered(0)
+        clock.now += 5.0
+        await _given_up(watch, probe)
 
     asyncio.run(scenario())
