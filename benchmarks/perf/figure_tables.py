@@ -642,6 +642,21 @@ def chaos(r: Report) -> str:
     return "\n".join(out)
 
 
+def sick_replica(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s = r["settings"]
+    runs = " ".join(f"{run['kind']} {run['succeeded']}/{s['rows']} in {run['elapsed_s']:.1f} s;" for run in r["runs"])
+    return (f"{s['rows']} math rows (`{s['agent']}`, max {s['max_output_tokens']} output tokens, concurrency "
+            f"{s['concurrency']}), runs in the order {', '.join(s['order'])}: {runs} with the sick replica "
+            f"{sum(r['collected_with_sick'])} collected and **{sum(r['failed_with_sick'])} failed**; the sick replica "
+            f"got {', '.join(str(n) for n in r['gateway_requests_per_sick_run'])} generation requests per run. "
+            f"Throughput with the sick replica over the healthy replica alone: "
+            f"**{r['ratios']['sick_pair_over_healthy_alone']:.3f}** "
+            f"({_rate(r['rollouts_per_s']['sick'])} vs {_rate(r['rollouts_per_s']['healthy'])} rollouts/s). "
+            f"Source: {source(r)}.")
+
+
 RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "main_output": ("main_command", main_output),
     "glance": ("collector", glance),
@@ -667,5 +682,6 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "grpo_async_vs_sync": ("grpo_async_vs_sync", grpo_async_vs_sync),
     "fleet": ("fleet", fleet),
     "chaos": ("chaos", chaos),
+    "sick_replica": ("sick_replica", sick_replica),
     "weight_push": ("weight_push", weight_push),
 }

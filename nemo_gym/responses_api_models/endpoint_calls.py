@@ -18,7 +18,7 @@ Two waits are never taken, and the call fails as `rate_limited` instead:
 
 The collector learns of 429s as they come, not once a rollout ends (a call may wait out several, or fail on one):
 the limiter counts every 429 in the memory the server's workers share, and `GET /rate_limited` answers the count
-(`RATE_LIMITED_PATH`), which the collector reads for its progress line (rollout_collection/endpoint_429s.py).
+(`RATE_LIMITED_PATH`), which the collector reads for its progress line (rollout_collection/model_server_stats.py).
 """
 
 import email.utils

@@ -28,7 +28,7 @@ from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.knee import AUTOMATIC_CEILING, ThroughputKnee
 from nemo_gym.rollout_collection.dry_run import plan_collection
-from nemo_gym.rollout_collection.endpoint_429s import Endpoint429s
+from nemo_gym.rollout_collection.model_server_stats import ModelServerStats
 from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.manifest import fingerprint, manifest_of
 from nemo_gym.rollout_collection.preflight import preflight_servers
@@ -259,8 +259,9 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
                                              pause_s=config.failure_pause_s, retry_ratio=config.retry_budget, say=_say)
     limit = _concurrency(config)
     counters = RunCounters()
-    live = await Endpoint429s.of_run(servers)  # the model servers' counts before the first rollout
+    live = await ModelServerStats.of_run(servers)  # the model servers' counts before the first rollout
     counters.live_rate_limited = lambda: live.count
+    counters.live_replicas = lambda: live.replicas
     progress.detail = lambda: _detail(limit, counters)
     failures = AppendFile(config.failures_jsonl_fpath)
     runner = Runner(engine, config.max_total_attempts, state.output, failures, state.done, state.prior_attempts,
@@ -296,6 +297,8 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
         live.stop()
         await live.poll()
         ticker.close()
+        for line in live.troubled_replicas():
+            _say(line)
     finally:
         progress.close()
         state.output.close()

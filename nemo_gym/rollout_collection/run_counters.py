@@ -45,8 +45,10 @@ class RunCounters:
     rate_limited: int = 0  # 429s the endpoints answered (waited out and sent again by the model servers)
     model_call_retries: int = 0  # model calls sent more than once
     rollout_retries: int = 0  # rollout attempts after the first
-    # The 429s the model servers counted as they came (endpoint_429s.py); None where none counts them.
+    # The 429s the model servers counted as they came (model_server_stats.py); None where none counts them.
     live_rate_limited: Callable[[], int | None] = lambda: None
+    # Per model server that routes over replicas, each replica's state as last read (model_server_stats.py).
+    live_replicas: Callable[[], dict[str, list[dict[str, Any]]]] = dict
 
     @property
     def rate_limited_so_far(self) -> int:
@@ -136,6 +138,7 @@ class ProgressFileTicker:
             "retries": {"rollouts": counters.rollout_retries, "model_calls": counters.model_call_retries,
                         "refused": self.budget.refused_retries},
             "agents": {name: asdict(counts) for name, counts in sorted(counters.agents.items())},
+            **({"replicas": replicas} if (replicas := counters.live_replicas()) else {}),
         }
 
     def write(self, state: str, message: str = "") -> None:

@@ -7,6 +7,7 @@ stopped on its failure budget. benchmarks/perf/sick_replica.py measures the same
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from benchmarks.perf.harness import run_collector
@@ -40,3 +41,8 @@ def test_a_replica_that_fails_fast_is_ejected_and_costs_no_rollout(vllm_server: 
     # Ejected, it takes only probes: far less than the half of the sessions that least-loaded routing gives it.
     assert sick["requests"] < ROWS // 2
     assert healthy["answered"] >= ROWS and healthy["ejections"] == 0
+    # The progress file shows the same, per replica, as the collector last read it (at the run's end).
+    progress = orjson.loads((tmp_path / "rollouts_progress.json").read_bytes())
+    shown = {replica["endpoint"]: replica for replica in progress["replicas"]["policy_model"]}
+    assert shown[sick["endpoint"]]["ejections"] == sick["ejections"]
+    assert shown[sick["endpoint"]]["failures"] == sick["failures"]
