@@ -72,6 +72,15 @@ class LoopbackServer:
         await web.SockSite(self._runner, sock).start()
         return sock.getsockname()[1]
 
+    def paths(self) -> list[str]:
+        """The paths of the requests it got, in order."""
+        return [r["path"] for r in self.requests]
+
+    @property
+    def root(self) -> str:
+        """Its base URL without /v1, where vLLM serves its dev-mode routes."""
+        return self.base_url.removesuffix("/v1")
+
     def __enter__(self) -> "LoopbackServer":
         self._thread.start()
         port = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)

@@ -12,10 +12,9 @@ import torch
 
 from nemo_gym.experience.errors import WeightUpdateError
 from nemo_gym.experience.generation import VllmHttpGeneration
-from nemo_gym.experience.generation.gloo_wire import TrainerGroup
 from nemo_gym.experience.generation.weight_source import ModuleWeights, TensorMeta
 from tests.experience.generation_support import LoopbackServer
-from tests.experience.weight_transport_fakes import FakeReplica, TinyModel, same_weights
+from tests.experience.weight_transport_fakes import FakeReplica, TinyModel, recorded_rendezvous, same_weights
 
 CONFIG = {"model_name": "m", "max_new_tokens": 4, "max_seq_len": 32, "pad_token_id": 0}
 FIRST_PUSH = ["/get_world_size", "/init_weight_transfer_engine"]
@@ -24,12 +23,6 @@ PUSH = ["/start_weight_update", "/update_weights", "/finish_weight_update",  # a
         "/reset_prefix_cache", "/resume", "/weight_info"]
 
 
-def paths(stub: LoopbackServer) -> list[str]:
-    return [r["path"] for r in stub.requests]
-
-
-def root(stub: LoopbackServer) -> str:
-    return stub.base_url.removesuffix("/v1")
 
 
 class StopsAfter:
@@ -61,9 +54,9 @@ def test_every_replica_takes_the_pushed_tensors_and_is_paused_only_to_apply_them
         with torch.no_grad():
             trainer.layers[1].weight.mul_(2)
         backend.update_weights(trainer, 5)  # the groups are kept: no second rendezvous
-        steps = backend.last_weight_update[root(a)]
+        steps = backend.last_weight_update[a.root]
     for stub, replica in zip((a, b), replicas):
-        assert paths(stub) == FIRST_PUSH + PUSH + PUSH
+        assert stub.paths() == FIRST_PUSH + PUSH + PUSH
         assert same_weights(replica.model, trainer) and replica.label == "5"
         receive, apply = stub.requests[3]["body"]["update_info"], stub.requests[7]["body"]["update_info"]
         assert receive["phase"] == "receive" and receive["names"][:2] == ["layers.0.weight", "layers.0.bias"]
@@ -82,10 +75,10 @@ def test_a_broadcast_that_breaks_leaves_the_replica_unpaused_on_its_old_weights_
         with pytest.raises(WeightUpdateError) as failure:
             backend.update_weights(StopsAfter(trainer, 3), 1)
         assert backend.weight_version == 0
-        assert "transfer at broadcast: RuntimeError: the trainer's gather failed" in failure.value.failed[root(stub)]
-        assert "/pause" not in paths(stub) and same_weights(replica.model, before) and replica.label == "0"
+        assert "transfer at broadcast: RuntimeError: the trainer's gather failed" in failure.value.failed[stub.root]
+        assert "/pause" not in stub.paths() and same_weights(replica.model, before) and replica.label == "0"
         backend.update_weights(trainer, 1)
-    assert paths(stub) == FIRST_PUSH + PUSH[:3] + FIRST_PUSH + PUSH
+    assert stub.paths() == FIRST_PUSH + PUSH[:3] + FIRST_PUSH + PUSH
     assert same_weights(replica.model, trainer) and backend.weight_version == 1
 
 
@@ -101,7 +94,7 @@ def test_a_source_that_disagrees_with_its_metadata_is_refused_before_the_first_t
         with pytest.raises(WeightUpdateError, match=r"invalid_weights at broadcast: ValueError: .*'layers.0.weight' "
                                                     r"float32 \(64, 64\), but its metadata declared .* float16"):
             backend.update_weights(Lying(TinyModel(seed=1)), 1)
-    assert "/pause" not in paths(stub) and same_weights(replica.model, TinyModel())
+    assert "/pause" not in stub.paths() and same_weights(replica.model, TinyModel())
 
 
 def test_a_replica_that_fails_is_named_and_the_others_take_the_version() -> None:
@@ -113,22 +106,15 @@ def test_a_replica_that_fails_is_named_and_the_others_take_the_version() -> None
             backend.update_weights(trainer, 1)
         assert backend.weight_version == 0
     error = failure.value
-    assert error.updated == [root(a)] and list(error.failed) == [root(b)]
-    assert error.failed[root(b)].startswith("http_5xx at init_weight_transfer_engine") and "no engine" in str(error)
+    assert error.updated == [a.root] and list(error.failed) == [b.root]
+    assert error.failed[b.root].startswith("http_5xx at init_weight_transfer_engine") and "no engine" in str(error)
     assert same_weights(good.model, trainer) and good.label == "1" and not same_weights(bad.model, trainer)
 
 
 def test_a_rendezvous_the_replica_never_joins_ends_when_the_push_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
     # Without the workers' arrival keys, the trainer's side of the group waited for gloo's timeout (300 s here), a
     # thread and a listening store left behind by every failed push.
-    rendezvous: list[threading.Thread] = []
-    connect = TrainerGroup.connect
-
-    def recorded_connect(group: TrainerGroup) -> None:
-        rendezvous.append(threading.current_thread())
-        connect(group)
-
-    monkeypatch.setattr(TrainerGroup, "connect", recorded_connect)
+    rendezvous = recorded_rendezvous(monkeypatch)
     with LoopbackServer(FakeReplica(fail={"/init_weight_transfer_engine": (500, "no engine")})) as stub, \
             VllmHttpGeneration(CONFIG, [stub.base_url], weight_transport="gloo") as backend:
         with pytest.raises(WeightUpdateError, match="http_5xx at init_weight_transfer_engine"):
@@ -145,10 +131,10 @@ def test_an_apply_that_fails_is_resumed_unless_the_model_is_left_incomplete(fail
     with LoopbackServer(replica) as stub, VllmHttpGeneration(CONFIG, stub.base_url, weight_transport="gloo") as backend:
         with pytest.raises(WeightUpdateError) as failure:
             backend.update_weights(TinyModel(seed=1), 1)
-    reason = failure.value.failed[root(stub)]
+    reason = failure.value.failed[stub.root]
     assert reason.startswith("http_5xx at apply") and fail in reason
     assert replica.paused == left_paused and ("left paused" in reason) == left_paused
-    assert paths(stub)[-1] == ("/update_weights" if left_paused else "/resume")
+    assert stub.paths()[-1] == ("/update_weights" if left_paused else "/resume")
 
 
 def test_a_load_the_model_refuses_leaves_the_replica_paused_and_its_engine_refuses_later_pushes() -> None:
@@ -165,7 +151,7 @@ def test_a_load_the_model_refuses_leaves_the_replica_paused_and_its_engine_refus
         with pytest.raises(WeightUpdateError, match="the model is left incomplete.*KeyError.*left paused rather "
                                                     "than serve a half-loaded model: restart it"):
             backend.update_weights(WithAnUnknownTensor(TinyModel(seed=1)), 1)
-        assert replica.paused and "/resume" not in paths(stub)
+        assert replica.paused and "/resume" not in stub.paths()
         with pytest.raises(WeightUpdateError, match="the model is left incomplete since an earlier update"):
             backend.update_weights(TinyModel(seed=1), 2)
 
@@ -190,7 +176,7 @@ def test_nccl_without_a_cuda_device_is_a_typed_error_naming_the_replica(monkeypa
         with pytest.raises(WeightUpdateError, match="transfer at init_weight_transfer_engine: RuntimeError: the nccl "
                                                     "weight transport needs a CUDA device"):
             backend.update_weights(TinyModel(seed=1), 1)
-    assert paths(stub) == ["/get_world_size"]
+    assert stub.paths() == ["/get_world_size"]
 
 
 def test_a_transfer_thread_that_ends_after_its_loop_closed_raises_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

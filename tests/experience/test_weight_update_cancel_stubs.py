@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from safetensors.torch import save_file
 
 from nemo_gym.experience.errors import ReplicaPausedError, WeightUpdateError
 from nemo_gym.experience.generation import VllmHttpGeneration, nccl_lib
@@ -21,7 +19,7 @@ from nemo_gym.experience.generation.gloo_wire import TrainerGroup
 from nemo_gym.experience.generation.vllm_refit import LEFT_PAUSED
 from tests.experience.generation_support import FakeVllm, Handler, LoopbackServer
 from tests.experience.nccl_fakes import HANDLE, FakeNccl, cuda_without_a_gpu
-from tests.experience.weight_transport_fakes import FakeReplica, TinyModel, same_weights
+from tests.experience.weight_transport_fakes import FakeReplica, TinyModel, recorded_rendezvous, same_weights
 
 CONFIG = {"model_name": "m", "max_new_tokens": 4, "max_seq_len": 32, "pad_token_id": 0}
 
@@ -61,20 +59,7 @@ def ctrl_c_at(held: Held) -> Iterator[None]:
         held.release.set()
 
 
-@pytest.fixture
-def weights(tmp_path: Path) -> Path:
-    folder = tmp_path / "v1"
-    folder.mkdir()
-    save_file({"w": torch.ones(2)}, str(folder / "model.safetensors"))
-    return folder
 
-
-def paths(stub: LoopbackServer) -> list[str]:
-    return [r["path"] for r in stub.requests]
-
-
-def root(stub: LoopbackServer) -> str:
-    return stub.base_url.removesuffix("/v1")
 
 
 @pytest.mark.parametrize("held_path, step, calls, left", [
@@ -94,13 +79,13 @@ def test_ctrl_c_resumes_a_replica_only_on_whole_weights(weights: Path, held_path
         with ctrl_c_at(held), pytest.raises(KeyboardInterrupt) as interrupted:
             backend.update_weights(weights, 3)
         assert backend.weight_version == 2
-        assert paths(stub) == calls  # the clean-up is over when update_weights raises
+        assert stub.paths() == calls  # the clean-up is over when update_weights raises
     error = interrupted.value.__cause__
     assert isinstance(error, WeightUpdateError) and error.updated == [] and error.served_version == 2
-    assert error.failed == {root(stub): f"interrupted (KeyboardInterrupt); cancelled at {step}; {left}"}
+    assert error.failed == {stub.root: f"interrupted (KeyboardInterrupt); cancelled at {step}; {left}"}
     assert isinstance(error, ReplicaPausedError) == (left == LEFT_PAUSED)
     if left == LEFT_PAUSED:
-        assert error.paused == {root(stub): step} and vllm.label == "default"  # paused, its version unchanged
+        assert error.paused == {stub.root: step} and vllm.label == "default"  # paused, its version unchanged
 
 
 def test_ctrl_c_during_the_gloo_apply_leaves_the_replica_paused_and_drops_its_group(
@@ -119,22 +104,15 @@ def test_ctrl_c_during_the_gloo_apply_leaves_the_replica_paused_and_drops_its_gr
         with ctrl_c_at(held), pytest.raises(KeyboardInterrupt) as interrupted:
             backend.update_weights(TinyModel(seed=1), 1)
         assert len(closed) == 1  # dropped by the cancelled push, before shutdown closes what is left
-        assert backend.weight_version == 0 and replica.paused and paths(stub)[-1] == "/update_weights"
+        assert backend.weight_version == 0 and replica.paused and stub.paths()[-1] == "/update_weights"
     error = interrupted.value.__cause__
-    assert isinstance(error, ReplicaPausedError) and error.paused == {root(stub): "apply"}
-    assert error.failed[root(stub)].endswith(f"cancelled at apply; {LEFT_PAUSED}")
+    assert isinstance(error, ReplicaPausedError) and error.paused == {stub.root: "apply"}
+    assert error.failed[stub.root].endswith(f"cancelled at apply; {LEFT_PAUSED}")
 
 
 def test_ctrl_c_during_the_gloo_rendezvous_ends_the_trainers_wait_and_pauses_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    rendezvous: list[threading.Thread] = []
-    connect = TrainerGroup.connect
-
-    def recorded_connect(group: TrainerGroup) -> None:
-        rendezvous.append(threading.current_thread())
-        connect(group)
-
-    monkeypatch.setattr(TrainerGroup, "connect", recorded_connect)
+    rendezvous = recorded_rendezvous(monkeypatch)
     replica = FakeReplica()
     held = Held(replica, "/init_weight_transfer_engine")
     with LoopbackServer(held) as stub, VllmHttpGeneration(CONFIG, stub.base_url, weight_transport="gloo",
@@ -146,8 +124,8 @@ def test_ctrl_c_during_the_gloo_rendezvous_ends_the_trainers_wait_and_pauses_not
         assert not thread.is_alive()
     error = interrupted.value.__cause__
     assert type(error) is WeightUpdateError
-    assert error.failed[root(stub)].endswith("cancelled at init_weight_transfer_engine; serving its old weights")
-    assert "/pause" not in paths(stub) and same_weights(replica.model, TinyModel())
+    assert error.failed[stub.root].endswith("cancelled at init_weight_transfer_engine; serving its old weights")
+    assert "/pause" not in stub.paths() and same_weights(replica.model, TinyModel())
 
 
 def test_ctrl_c_during_the_nccl_rendezvous_aborts_the_communicator_being_set_up(
@@ -163,4 +141,4 @@ def test_ctrl_c_during_the_nccl_rendezvous_aborts_the_communicator_being_set_up(
         assert fake.aborted == [HANDLE]  # without it, the trainer's join would wait out its 300 s
     error = interrupted.value.__cause__
     assert isinstance(error, WeightUpdateError)
-    assert error.failed[root(stub)].endswith("cancelled at init_weight_transfer_engine; serving its old weights")
+    assert error.failed[stub.root].endswith("cancelled at init_weight_transfer_engine; serving its old weights")

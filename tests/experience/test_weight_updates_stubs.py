@@ -11,8 +11,6 @@ from typing import Any
 
 import orjson
 import pytest
-import torch
-from safetensors.torch import save_file
 
 from nemo_gym.experience.collector.replay_buffer import ReplayBuffer
 from nemo_gym.experience.collector.trajectory_collector import AsyncTrajectoryCollector
@@ -33,16 +31,6 @@ CONFIG = {"model_name": "m", "max_new_tokens": 4, "max_seq_len": 32, "pad_token_
 UPDATE_CALLS = ["/pause", "/collective_rpc", "/update_weight_version", "/reset_prefix_cache", "/resume", "/weight_info"]
 
 
-@pytest.fixture
-def weights(tmp_path: Path) -> Path:
-    folder = tmp_path / "v1"
-    folder.mkdir()
-    save_file({"w": torch.ones(2)}, str(folder / "model.safetensors"))
-    return folder
-
-
-def paths(stub: LoopbackServer) -> list[str]:
-    return [r["path"] for r in stub.requests]
 
 
 def test_each_replica_is_paused_keep_reloaded_relabelled_resumed_and_checked(weights: Path) -> None:
@@ -52,7 +40,7 @@ def test_each_replica_is_paused_keep_reloaded_relabelled_resumed_and_checked(wei
             backend.update_weights(weights, 5)
             assert backend.weight_version == 5
     for stub in (a, b):
-        assert paths(stub) == UPDATE_CALLS
+        assert stub.paths() == UPDATE_CALLS
         pause, reload, label = stub.requests[:3]
         assert pause["query"] == {"mode": "keep"}
         assert reload["body"] == {"method": "reload_weights", "kwargs": {"weights_path": str(weights.resolve())}}
@@ -66,7 +54,7 @@ def test_a_replica_without_dev_mode_says_how_to_start_it(weights: Path) -> None:
         assert backend.weight_version == 0
     root = stub.base_url.removesuffix("/v1")
     assert "http_4xx at pause" in failure.value.failed[root] and "VLLM_SERVER_DEV_MODE=1" in str(failure.value)
-    assert paths(stub) == ["/pause"]  # refused, so nothing was paused: no /resume to send
+    assert stub.paths() == ["/pause"]  # refused, so nothing was paused: no /resume to send
 
 
 def test_a_failed_load_is_named_leaves_that_replica_paused_and_the_version(weights: Path) -> None:
@@ -83,7 +71,7 @@ def test_a_failed_load_is_named_leaves_that_replica_paused_and_the_version(weigh
     assert error.failed[bad_root].endswith(LEFT_PAUSED) and error.paused == {bad_root: "reload_weights"}
     assert f"Took version 3: {good_root}" in str(error) and "weight_version stays 2" in str(error)
     assert f"left paused: {bad_root} at reload_weights" in str(error)
-    assert paths(bad) == ["/pause", "/collective_rpc"] and broken.label == "default"
+    assert bad.paths() == ["/pause", "/collective_rpc"] and broken.label == "default"
 
 
 @pytest.mark.parametrize("hangs, step, left", [("/pause", "pause", "serving its old weights"),
@@ -100,7 +88,7 @@ def test_a_hung_call_is_a_timeout_within_the_bound_and_the_replica_resumed_only_
     reason = failure.value.failed[stub.base_url[:-3]]
     assert reason.startswith(f"timeout at {step}") and reason.endswith(left)
     # A pause that timed out may still have landed: resumed. A reload that timed out may still be running: not.
-    assert paths(stub)[-1] == ("/resume" if hangs == "/pause" else "/collective_rpc")
+    assert stub.paths()[-1] == ("/resume" if hangs == "/pause" else "/collective_rpc")
 
 
 def test_a_failure_after_the_load_resumes_the_replica_on_the_new_weights_and_says_so(weights: Path) -> None:
@@ -112,7 +100,7 @@ def test_a_failure_after_the_load_resumes_the_replica_on_the_new_weights_and_say
     reason = failure.value.failed[stub.base_url[:-3]]
     assert not isinstance(failure.value, ReplicaPausedError)
     assert reason.startswith("http_5xx at reset_prefix_cache") and reason.endswith("; serving the new weights")
-    assert paths(stub) == UPDATE_CALLS[:-1] and vllm.label == "2"  # whole new weights, labelled, resumed
+    assert stub.paths() == UPDATE_CALLS[:-1] and vllm.label == "2"  # whole new weights, labelled, resumed
 
 
 def test_a_replica_that_reports_another_version_is_a_failure(weights: Path) -> None:
@@ -150,7 +138,7 @@ def test_a_generation_spanning_an_update_reports_both_versions(weights: Path) ->
     with LoopbackServer(handler) as stub, VllmHttpGeneration(CONFIG, stub.base_url) as backend, \
             ThreadPoolExecutor(1) as pool:
         running = pool.submit(backend.generate, make_batch([[1, 2]], pad_token_id=0))
-        while "/v1/completions" not in paths(stub):  # the request has reached the server
+        while "/v1/completions" not in stub.paths():  # the request has reached the server
             time.sleep(0.01)
         backend.update_weights(weights, 1)
         assert not running.done()

@@ -5,13 +5,16 @@ side, the wire and the engine are the product's own. tests/experience/test_weigh
 same against a real vLLM."""
 
 import asyncio
+import threading
 from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any, Optional
 
 import orjson
+import pytest
 import torch
 
+from nemo_gym.experience.generation.gloo_wire import TrainerGroup
 
 # vLLM is imported where it is used: GPU machines without vLLM collect this package's tests too.
 
@@ -107,3 +110,16 @@ class FakeReplica:
         if path == "/weight_info":
             return 200, orjson.dumps({"weight_version": self.label})
         return _error(404, f"no route {path}")
+
+
+def recorded_rendezvous(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
+    """The threads that run the trainer's side of a gloo rendezvous (`TrainerGroup.connect`), as they start."""
+    threads: list[threading.Thread] = []
+    connect = TrainerGroup.connect
+
+    def recorded_connect(group: TrainerGroup) -> None:
+        threads.append(threading.current_thread())
+        connect(group)
+
+    monkeypatch.setattr(TrainerGroup, "connect", recorded_connect)
+    return threads
