@@ -1,8 +1,9 @@
 """Reward 1.0 when the option the final message chose is the row's `expected_answer` (a letter), else 0.0.
 
 Rows carry NeMo Gym's `options` (a list of one-entry objects, [{"A": "Paris"}, {"B": "Rome"}, ...]) and the letter
-of the right one in `expected_answer`. The choice is read by `extraction.py` (a bare letter, "Answer: B", \\boxed{B},
-"B) ...", or one option's text); `verify` adds `extracted_answer` (the letter, or null) and `answer_form`.
+of the right one in `expected_answer`. The choice is read by `extraction.py` as a careful grader reads it (an
+explicit answer statement such as "Answer: B" or \\boxed{B} over options merely discussed; an answer that names no
+single option chooses none); `verify` adds `extracted_answer` (the letter, or null) and `answer_form`.
 
 Metrics per option position show position bias: `expected_answer_<L>/mean_reward` (accuracy when the right option is
 <L>) and `chosen_<L>/rate` (how often <L> was chosen; `chosen_none/rate` for no choice). A model without bias chooses
