@@ -26,6 +26,7 @@ class OutlierRules:
     max_ejected_share: float = 0.5
     hang_factor: float = 2.0
     hang_floor_s: float = 1.0
+    slow_factor: float = 5.0  # 0: no latency rule
 
 
 _OUTLIER = OutlierRules()
@@ -75,6 +76,8 @@ class VLLMModelSettings(EndpointLimitSettings):
     is taken for hung: they are given up and sent to other replicas."""
     hang_floor_s: float = Field(_OUTLIER.hang_floor_s, gt=0)
     """... and at least this many seconds old."""
+    eject_slow_factor: float = Field(_OUTLIER.slow_factor, ge=0)
+    """A replica whose mean latency is this many times the median of its peers' is ejected (0: never for latency)."""
     failover_attempts: int = Field(3, ge=1)
     """Replicas a request may try when one fails it (5xx, an invalid reply, no connection, no answer in time)."""
 
@@ -82,7 +85,7 @@ class VLLMModelSettings(EndpointLimitSettings):
         return OutlierRules(consecutive_failures=self.eject_consecutive_failures, failure_rate=self.eject_failure_rate,
                             ejection_base_s=self.ejection_base_s, ejection_max_s=self.ejection_max_s,
                             max_ejected_share=self.max_ejected_share, hang_factor=self.hang_factor,
-                            hang_floor_s=self.hang_floor_s)
+                            hang_floor_s=self.hang_floor_s, slow_factor=self.eject_slow_factor)
 
 
 class LocalVLLMModelSettings(VLLMModelSettings):

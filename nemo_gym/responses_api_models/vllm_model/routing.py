@@ -17,7 +17,9 @@ Out of service, two ways:
   again.
 - Ejected: a replica that answers badly (5xx, a reply that is not one, no answer in time: `HEALTH_CLASSES`) is
   ejected after `OutlierRules.consecutive_failures` such failures in a row, or when its recent failure rate (an
-  exponential mean over about `RATE_WINDOW` requests) passes `failure_rate` and is `RATE_FACTOR` times its peers'.
+  exponential mean over about `RATE_WINDOW` requests) passes `failure_rate` and is `RATE_FACTOR` times its peers';
+  one that answers, but with a mean latency `slow_factor` times the median of its peers' (after `SLOW_MIN_ANSWERS`
+  answers), is ejected too.
   It stays out for `ejection_base_s`, doubled for each ejection that follows within `STRIKE_MEMORY_S` of the last
   one ending (at most `ejection_max_s`); then one real request is its probe: answered, the replica is back in
   service; failed, it is ejected again for longer. A `/models` probe cannot tell a gateway in front of a dead engine
@@ -65,6 +67,8 @@ HEALTH_CLASSES = frozenset({FailureClass.TIMEOUT, FailureClass.HTTP_5XX, Failure
 RATE_WINDOW = 20  # the failure rate's exponential mean weighs about this many recent requests
 RATE_MIN_REQUESTS = 10  # requests since a replica came into service before its rate can eject it
 RATE_FACTOR = 3.0
+LATENCY_WEIGHT = 0.2  # of each answered request in its replica's mean latency
+SLOW_MIN_ANSWERS = 5  # answers since a replica came into service before its latency can eject it
 STRIKE_MEMORY_S = 120.0  # an ejection this long after the last one ended starts the backoff again
 _MASK64 = (1 << 64) - 1
 _CLASSES = tuple(FailureClass)
@@ -72,12 +76,13 @@ _CLASSES = tuple(FailureClass)
 # Per replica (doubles; times on the router's clock): in flight; down (0/1); when the next probe of a down replica is
 # due; times marked down; ejected until (0: not ejected); a probe request out (0/1); ejections; strikes (the
 # backoff's exponent); when the last ejection ended; when the last began; failures in a row; failure rate; requests
-# since it came into service; requests; answered; when it last answered; then failures per class.
+# since it came into service; requests; answered; when it last answered; its mean latency (exponential, since it came
+# into service); then failures per class.
 _FIELDS = ("in_flight", "down", "probe_at", "downs", "ejected_until", "probing", "ejections", "strikes",
            "ejection_ended", "ejected_at", "consecutive", "failure_rate", "since_admitted", "requests", "answered",
-           "answered_at")
+           "answered_at", "latency")
 (_IN_FLIGHT, _DOWN, _PROBE_AT, _DOWNS, _EJECTED_UNTIL, _PROBING, _EJECTIONS, _STRIKES, _EJECTION_ENDED, _EJECTED_AT,
- _CONSECUTIVE, _FAILURE_RATE, _SINCE_ADMITTED, _REQUESTS, _ANSWERED, _ANSWERED_AT) = range(len(_FIELDS))
+ _CONSECUTIVE, _FAILURE_RATE, _SINCE_ADMITTED, _REQUESTS, _ANSWERED, _ANSWERED_AT, _LATENCY) = range(len(_FIELDS))
 _REPLICA_FIELDS = len(_FIELDS) + len(_CLASSES)
 # Counters: sessions placed new, turns kept on their replica, sessions moved (their replica overloaded or out), and
 # the session table's recency clock.
@@ -107,6 +112,7 @@ class ReplicaStats:
     failures: dict[str, int]  # by failure class, those met at least once
     ejections: int
     downs: int
+    latency_s: float  # its mean latency since it came into service (exponential; 0: none yet)
     ejected_for_s: float  # until its probe may go (0 unless ejected)
     last_ejected_s_ago: float | None
 
@@ -210,6 +216,7 @@ class ReplicaRouter:
     def routed(self, session: str | None, avoid: tuple[int, ...] = ()) -> Iterator[int]:
         """`pick` for the length of one request: in flight until it ends, its outcome counted for its replica."""
         index = self.pick(session, avoid)
+        sent_at = self.clock()
         try:
             yield index
         except RequestFailed as exc:
@@ -219,7 +226,7 @@ class ReplicaRouter:
             self.abandoned(index)
             raise
         else:
-            self.answered(index)
+            self.answered(index, self.clock() - sent_at)
         finally:
             self.done(index)
 
@@ -228,8 +235,9 @@ class ReplicaRouter:
         with self._table.lock:
             self._add(index, _IN_FLIGHT, -1.0)
 
-    def answered(self, index: int) -> None:
-        """A request to `index` was answered: a probe brings the replica back."""
+    def answered(self, index: int, latency_s: float | None = None) -> None:
+        """A request to `index` was answered (in `latency_s`): a probe answered in time brings the replica back; a
+        replica far slower than its peers is ejected."""
         with self._table.lock:
             now = self.clock()
             self._add(index, _REQUESTS)
@@ -238,8 +246,17 @@ class ReplicaRouter:
             self._set(index, _CONSECUTIVE, 0.0)
             self._set(index, _FAILURE_RATE, self._get(index, _FAILURE_RATE) * (1 - 1 / RATE_WINDOW))
             self._add(index, _SINCE_ADMITTED)
+            if latency_s is not None:
+                mean = self._get(index, _LATENCY)
+                self._set(index, _LATENCY, latency_s if not mean else mean + LATENCY_WEIGHT * (latency_s - mean))
             if self._get(index, _PROBING):
-                self._readmit(index, now)
+                if latency_s is not None and self._too_slow(index, latency_s, now):
+                    self._eject(index, now)
+                else:
+                    self._readmit(index, now)
+            elif (not self._get(index, _EJECTED_UNTIL) and self._get(index, _SINCE_ADMITTED) >= SLOW_MIN_ANSWERS
+                  and self._too_slow(index, self._get(index, _LATENCY), now) and self._may_take_out(now)):
+                self._eject(index, now)
 
     def abandoned(self, index: int) -> None:
         """A request to `index` ended with neither answer nor failure (its caller went away): a probe may go again."""
@@ -351,6 +368,15 @@ class ReplicaRouter:
                  if i != index and self._takes_requests(i, now)]
         return not peers or rate >= RATE_FACTOR * sum(peers) / len(peers)
 
+    def _too_slow(self, index: int, latency_s: float, now: float) -> bool:
+        """Whether `latency_s` is `slow_factor` times the median of the mean latencies of the other replicas in
+        service."""
+        peers = sorted(self._get(i, _LATENCY) for i in range(self.replicas)
+                       if i != index and self._get(i, _LATENCY) and self._takes_requests(i, now))
+        if not self.rules.slow_factor or not peers:
+            return False
+        return latency_s > self.rules.slow_factor * peers[len(peers) // 2]
+
     def _may_take_out(self, now: float) -> bool:
         out = sum(1 for i in range(self.replicas) if self._get(i, _DOWN) or self._get(i, _EJECTED_UNTIL))
         return out + 1 <= self.max_out
@@ -370,7 +396,7 @@ class ReplicaRouter:
         self._add(index, _EJECTIONS)
 
     def _readmit(self, index: int, now: float) -> None:
-        for field in (_EJECTED_UNTIL, _PROBING, _CONSECUTIVE, _FAILURE_RATE, _SINCE_ADMITTED):
+        for field in (_EJECTED_UNTIL, _PROBING, _CONSECUTIVE, _FAILURE_RATE, _SINCE_ADMITTED, _LATENCY):
             self._set(index, field, 0.0)
         self._set(index, _EJECTION_ENDED, now)
 
@@ -389,7 +415,8 @@ class ReplicaRouter:
         return ReplicaStats(state=state, in_flight=int(self._get(index, _IN_FLIGHT)),
                             requests=int(self._get(index, _REQUESTS)), answered=int(self._get(index, _ANSWERED)),
                             failures=failures, ejections=int(self._get(index, _EJECTIONS)),
-                            downs=int(self._get(index, _DOWNS)), ejected_for_s=round(max(0.0, until - now), 3),
+                            downs=int(self._get(index, _DOWNS)), latency_s=round(self._get(index, _LATENCY), 4),
+                            ejected_for_s=round(max(0.0, until - now), 3),
                             last_ejected_s_ago=round(now - ejected_at, 3) if ejected_at else None)
 
     def _load_aware(self, fingerprint: int, candidates: list[int]) -> int:

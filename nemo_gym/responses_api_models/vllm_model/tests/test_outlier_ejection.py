@@ -9,7 +9,7 @@ import pytest
 from nemo_gym.config.model_servers import OutlierRules
 from nemo_gym.failures import FailureClass, RequestFailed
 from nemo_gym.responses_api_models.vllm_model.hang_watch import HANG_MIN_SAMPLES, HangWatch
-from nemo_gym.responses_api_models.vllm_model.routing import RATE_MIN_REQUESTS, ReplicaRouter
+from nemo_gym.responses_api_models.vllm_model.routing import RATE_MIN_REQUESTS, SLOW_MIN_ANSWERS, ReplicaRouter
 
 RULES = OutlierRules()
 
@@ -52,7 +52,7 @@ def test_consecutive_failures_eject_a_replica_and_a_real_request_probes_it_back(
     assert (stats.state, stats.ejections, stats.failures) == ("ejected", 1, {"http_5xx": RULES.consecutive_failures})
     assert _picks(router, 20) == {0}  # new sessions and sticky ones alike avoid it
     clock.now += RULES.ejection_base_s
-    probe = router.pick(None)
+    probe = router.pick(None, avoid=(0,))
     assert probe == 1 and router.snapshot().replicas[1].state == "probing"
     assert _picks(router, 5, "during") == {0}  # one probe at a time
     router.answered(probe)
@@ -66,7 +66,7 @@ def test_a_failed_probe_ejects_again_for_twice_as_long() -> None:
     for _ in range(RULES.consecutive_failures):
         _fail(router, 1)
     clock.now += RULES.ejection_base_s
-    assert router.pick(None) == 1
+    assert router.pick(None, avoid=(0,)) == 1
     _fail(router, 1)
     router.done(1)
     stats = router.snapshot().replicas[1]
@@ -251,10 +251,34 @@ def test_a_probe_that_hangs_is_given_up_alone() -> None:
         for _ in range(RULES.consecutive_failures):
             _fail(router, 1)
         clock.now += RULES.ejection_base_s
-        assert router.pick(None) == 1  # the ejected replica's probe
+        assert router.pick(None, avoid=(0,)) == 1  # the ejected replica's probe
         probe = await _watching(watch, 1, 1)
         router.answered(0)
         clock.now += 5.0
         await _given_up(watch, probe)
 
     asyncio.run(scenario())
+
+
+def test_a_replica_far_slower_than_its_peers_is_ejected_and_a_slow_probe_keeps_it_out() -> None:
+    router, clock = _router(3)
+    for _ in range(SLOW_MIN_ANSWERS):
+        router.answered(0, 1.0)
+        router.answered(1, 1.2)
+        router.answered(2, 2.0)  # twice as slow: a slower machine, not a sick one
+    assert router.snapshot().replicas[2].state == "in_service"
+    for n in range(SLOW_MIN_ANSWERS * 4):
+        router.answered(2, 10 * RULES.slow_factor)
+        if router.snapshot().replicas[2].state == "ejected":
+            break
+    assert router.snapshot().replicas[2].state == "ejected"
+    clock.now += RULES.ejection_base_s
+    assert router.pick(None, avoid=(0, 1)) == 2
+    router.answered(2, 10 * RULES.slow_factor)  # the probe answers, far too late
+    router.done(2)
+    assert router.snapshot().replicas[2].ejections == 2
+    clock.now += 2 * RULES.ejection_base_s
+    assert router.pick(None, avoid=(0, 1)) == 2
+    router.answered(2, 1.1)
+    router.done(2)
+    assert router.snapshot().replicas[2].state == "in_service"
