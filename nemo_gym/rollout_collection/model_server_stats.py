@@ -71,7 +71,7 @@ class ModelServerStats:
             self._last[name] = value
         for name, answer in zip(routing, answers[len(counting):]):
             replicas = answer.get("replicas") if isinstance(answer, dict) else None
-            if isinstance(replicas, list):
+            if isinstance(replicas, list) and replicas:
                 self.replicas[name] = replicas
 
     async def _read(self, servers: dict[str, str], name: str, path: str) -> Any:

@@ -122,7 +122,10 @@ class VLLMModelServer(BaseServer):
         await super().shutdown()
 
     async def replica_stats(self, body: Any, request: Request) -> dict[str, Any]:
-        """Each replica's state and counters (requests, failures by class, ejections), for the progress file."""
+        """Each replica's state and counters (requests, failures by class, ejections), for the progress file; none
+        with one replica, which is not routed."""
+        if len(self.base_urls) < 2:
+            return {"replicas": []}
         snapshot = self.router.snapshot()
         return {"replicas": [{"endpoint": public_endpoint(url), **asdict(stats)}
                              for url, stats in zip(self.base_urls, snapshot.replicas)]}
@@ -143,6 +146,8 @@ class VLLMModelServer(BaseServer):
         A replica that refuses a connection is down until a probe, started here by the traffic that needs one, finds
         it answering; hang_watch.py ends a request on a replica that stopped answering.
         """
+        if len(self.base_urls) == 1:  # nothing to choose, eject or fail over to: no routing work per request
+            return await call(self.base_urls[0])
         session = request.headers.get(protocol.SESSION_HEADER)
         deadline = asyncio.get_running_loop().time() + self.timeout_s  # every attempt within the request's time
         tried: tuple[int, ...] = ()
