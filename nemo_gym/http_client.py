@@ -45,6 +45,20 @@ from nemo_gym.model_calls import public_endpoint
 from nemo_gym.sync_bridge import run_sync
 
 JSON_HEADERS = {"content-type": "application/json"}
+_BEARER = "Bearer "
+
+
+def bearer_headers(api_key: str | None) -> dict[str, str]:
+    """The header that sends `api_key` as a bearer token (OpenAI's and vLLM's scheme); none without a key."""
+    return {"authorization": f"{_BEARER}{api_key}"} if api_key else {}
+
+
+def bearer_token(headers: dict[str, str]) -> str | None:
+    """The key `headers` send as a bearer token, if any (to keep it out of what is quoted or logged)."""
+    value = headers.get("authorization", "")
+    if not value.startswith(_BEARER):
+        return None
+    return value.removeprefix(_BEARER).strip() or None
 # Idle connections are dropped before uvicorn's default 5 s keep-alive (vLLM's) closes them under us.
 KEEPALIVE_S = 4.0
 

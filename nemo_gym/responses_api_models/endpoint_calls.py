@@ -35,7 +35,7 @@ from starlette.routing import Route
 
 from nemo_gym.config.model_servers import EndpointLimitSettings
 from nemo_gym.failures import REFUSAL_FIELD, TOO_MANY_REQUESTS, EndpointRefusal, FailureClass, RequestFailed
-from nemo_gym.http_client import HttpClient
+from nemo_gym.http_client import HttpClient, bearer_token
 from nemo_gym.model_calls import ModelCall, public_endpoint, usage_counts
 from nemo_gym.responses_api_models.rate_limits import Budgets, EndpointLimiter, PastDeadline, shared_limiter
 from nemo_gym.server.base import HandlerError, json_route
@@ -116,14 +116,6 @@ def endpoint_said(body: Any, secret: str | None = None) -> tuple[str, str]:
     if secret:
         code, message = code.replace(secret, "***"), message.replace(secret, "***")
     return code, message[:_SAID_CHARS]
-
-
-def _bearer(headers: dict[str, str]) -> str | None:
-    """The key sent as a bearer token, to keep out of what the endpoint's messages are quoted in."""
-    value = headers.get("authorization", "")
-    if not value.startswith("Bearer "):
-        return None
-    return value.removeprefix("Bearer ").strip() or None
 
 
 def _max_tokens(body: dict[str, Any]) -> int | None:
@@ -227,7 +219,7 @@ class EndpointCalls:
                 if exc.status != TOO_MANY_REQUESTS:
                     raise
                 limited += 1
-                code, message = endpoint_said(exc.body, _bearer(headers))
+                code, message = endpoint_said(exc.body, bearer_token(headers))
                 said = f"429 {code}: {message}" if code else f"429: {message}"
                 asked = requested_wait_s(exc)
                 if asked is not None and asked > self.max_rate_limit_wait_s:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nemo_gym.failures import RequestFailed
-from nemo_gym.http_client import HttpClient
+from nemo_gym.http_client import HttpClient, bearer_headers
 from nemo_gym.model_calls import public_endpoint
 
 PREFLIGHT_PATH = "/preflight"
@@ -95,7 +95,7 @@ async def check_endpoint(http: HttpClient, server: str, base_url: str, api_key: 
     started = time.monotonic()
     base_url = base_url.rstrip("/")
     check = EndpointCheck(server, public_endpoint(base_url), model)
-    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = bearer_headers(api_key)
     try:
         async with asyncio.timeout(timeout_s):
             try:

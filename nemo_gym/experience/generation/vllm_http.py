@@ -55,7 +55,7 @@ from nemo_gym.experience.generation.vllm_refit import (
 from nemo_gym.experience.generation.weight_source import TensorMeta, WeightSource, weight_source
 from nemo_gym.experience.generation.weight_versions import WeightVersionLog
 from nemo_gym.experience.generation.weights import check_weights_dir
-from nemo_gym.http_client import HttpClient, RequestFailed, RetryPolicy
+from nemo_gym.http_client import HttpClient, RequestFailed, RetryPolicy, bearer_headers
 
 # Beyond an update's own timeout: the /resume and the version check that follow it, and some slack.
 _AFTER_LOAD_S = 2 * CONTROL_TIMEOUT_S + 10.0
@@ -130,7 +130,7 @@ class VllmHttpGeneration(GenerationInterface):
             raise ValueError(f"weight_transport must be one of {WEIGHT_TRANSPORTS}, got {weight_transport!r}")
         self.config = config
         self.base_urls = _base_url_list(base_urls)
-        self._headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = bearer_headers(api_key)
         self._max_concurrency = max_concurrency
         self._http = HttpClient(connect_timeout_s=connect_timeout_s, read_timeout_s=request_timeout_s,
                                 max_connections=max_concurrency, retry=RetryPolicy(max_attempts=max_attempts))

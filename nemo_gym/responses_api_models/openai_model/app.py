@@ -21,6 +21,7 @@ from nemo_gym.config.model_servers import EndpointLimitSettings
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.config.timeouts import MODEL_REQUEST_TIMEOUT_S
 from nemo_gym.config.typed import Text
+from nemo_gym.http_client import bearer_headers
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
 from nemo_gym.responses_api_models.preflight import PREFLIGHT_PATH, check_endpoint
@@ -57,7 +58,7 @@ class OpenAIModelServer(BaseServer):
         ]
 
     def _headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
+        return bearer_headers(self.settings.api_key)
 
     async def _forward(self, path: str, body: dict[str, Any]) -> tuple[Any, ModelCall]:
         settings = self.settings

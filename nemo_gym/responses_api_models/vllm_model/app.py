@@ -35,7 +35,7 @@ from nemo_gym.chat_tokens import TemplateSpliceError, closing_from_probes, conti
 from nemo_gym.compat.extra_body import extra_body
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.failures import FailureClass
-from nemo_gym.http_client import RequestFailed
+from nemo_gym.http_client import RequestFailed, bearer_headers
 from nemo_gym.config.model_servers import VLLMModelSettings
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall, public_endpoint
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
@@ -174,7 +174,7 @@ class VLLMModelServer(BaseServer):
 
     def _headers(self) -> dict[str, str]:
         api_key = self.settings.api_key
-        return {"authorization": f"Bearer {api_key}"} if api_key else {}
+        return bearer_headers(api_key)
 
     async def _generate(self, base_url: str, path: str, body: dict[str, Any]) -> tuple[Any, ModelCall]:
         """A generation request to one replica, under the endpoint's limits; the reply and its record."""
