@@ -2,36 +2,17 @@
 generation request fails the fault's way while `GET /v1/models` still answers, and `none` makes it healthy again."""
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable
 
 import orjson
 import pytest
 
 from benchmarks.fleet.fleet import QUOTA_RETRY_AFTER_S, SLOW_FACTOR, SimFleet
-from benchmarks.fleet.profile import H100_LLAMA_8B
-from benchmarks.fleet.replica import LoopScheduler
-from benchmarks.fleet.workload import MULTI_TURN
 from nemo_gym.failures import FailureClass, RequestFailed
 from nemo_gym.http_client import HttpClient
+from tests.fleet.sim_replicas import MODEL, on_two_replicas
 
-MODEL = "sim-model"
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "What's the weather in Lima?"}], "max_tokens": 50}
-
-Scenario = Callable[[SimFleet, HttpClient], Awaitable[Any]]
-
-
-def _run(scenario: Scenario) -> Any:
-    async def main() -> Any:
-        fleet = SimFleet([H100_LLAMA_8B] * 2, LoopScheduler(500.0), MULTI_TURN, MODEL)
-        await fleet.start()
-        http = HttpClient()
-        try:
-            return await scenario(fleet, http)
-        finally:
-            await http.aclose()
-            fleet.stop()
-
-    return asyncio.run(main())
 
 
 async def _fault(fleet: SimFleet, http: HttpClient, fault: str, replica: int = 0, after: int = 0) -> Any:
@@ -65,7 +46,7 @@ def test_http_5xx_answers_502_to_generation_while_the_models_listing_answers() -
         models = await http.get_json(f"{fleet.base_urls[0]}/models")
         return failed, models, (await _stats(fleet, http))[0], await _healthy_again(fleet, http)
 
-    failed, models, stats, again = _run(scenario)
+    failed, models, stats, again = on_two_replicas(scenario)
     assert (failed.status, failed.failure_class) == (502, FailureClass.HTTP_5XX)
     assert models["data"][0]["id"] == MODEL
     assert (stats["fault"], stats["requests"], stats["faulted"], stats["finished"]) == ("http_5xx", 1, 1, 0)
@@ -80,7 +61,7 @@ def test_hang_accepts_and_never_answers() -> None:
         failed = await _failure(_chat(fleet, http, timeout_s=1.0))
         return failed, (await _stats(fleet, http))[0], await _healthy_again(fleet, http)
 
-    failed, stats, again = _run(scenario)
+    failed, stats, again = on_two_replicas(scenario)
     assert failed.failure_class == FailureClass.TIMEOUT
     assert (stats["requests"], stats["faulted"], stats["admitted"]) == (1, 1, 0)
     assert again == "assistant"
@@ -92,7 +73,7 @@ def test_slow_takes_ten_times_the_engine_time_of_a_healthy_replica() -> None:
         await asyncio.gather(_chat(fleet, http, replica=0), _chat(fleet, http, replica=1))
         return await _stats(fleet, http)
 
-    healthy, slow = _run(scenario)
+    healthy, slow = on_two_replicas(scenario)
     assert (healthy["finished"], slow["finished"]) == (1, 1)
     assert slow["busy_s"] == pytest.approx(SLOW_FACTOR * healthy["busy_s"])
 
@@ -103,7 +84,7 @@ def test_invalid_json_answers_200_with_a_body_that_is_not_json() -> None:
         status, raw = await http.request_raw("POST", f"{fleet.base_urls[0]}/chat/completions", orjson.dumps(BODY))
         return status, raw, await _failure(_chat(fleet, http))
 
-    status, raw, failed = _run(scenario)
+    status, raw, failed = on_two_replicas(scenario)
     assert status == 200 and raw.startswith(b'{"id":"chatcmpl-')
     with pytest.raises(orjson.JSONDecodeError):
         orjson.loads(raw)
@@ -122,7 +103,7 @@ def test_reset_sends_the_head_and_part_of_the_body_then_closes() -> None:
         writer.close()
         return received, await _failure(_chat(fleet, http)), await _healthy_again(fleet, http)
 
-    received, failed, again = _run(scenario)
+    received, failed, again = on_two_replicas(scenario)
     head, _, body = received.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 OK")
     length = int(next(line for line in head.split(b"\r\n") if line.startswith(b"content-length:")).split(b":")[1])
@@ -141,7 +122,7 @@ def test_quota_serves_its_requests_then_answers_429_insufficient_quota() -> None
         models = await http.get_json(f"{fleet.base_urls[0]}/models")
         return served, status, orjson.loads(raw), headers, models
 
-    served, status, refused, headers, models = _run(scenario)
+    served, status, refused, headers, models = on_two_replicas(scenario)
     assert served["choices"][0]["message"]["role"] == "assistant"
     assert (status, refused["error"]["type"], refused["error"]["code"]) == (429, "insufficient_quota",
                                                                             "insufficient_quota")
@@ -156,7 +137,7 @@ def test_kill_takes_the_replica_down_and_none_brings_it_back() -> None:
         models = await _failure(http.get_json(f"{fleet.base_urls[0]}/models"))
         return chat, models, await _healthy_again(fleet, http)
 
-    chat, models, again = _run(scenario)
+    chat, models, again = on_two_replicas(scenario)
     assert chat.failure_class == models.failure_class == FailureClass.CONNECT
     assert again == "assistant"
 
@@ -165,4 +146,4 @@ def test_an_unknown_fault_is_refused() -> None:
     async def scenario(fleet: SimFleet, http: HttpClient) -> RequestFailed:
         return await _failure(_fault(fleet, http, "melt"))
 
-    assert _run(scenario).status == 400
+    assert on_two_replicas(scenario).status == 400

@@ -8,29 +8,12 @@ from typing import Any
 import pytest
 
 from benchmarks.fleet.fleet import MAX_MODEL_LEN, SimFleet
-from benchmarks.fleet.profile import H100_LLAMA_8B
-from benchmarks.fleet.replica import LoopScheduler
-from benchmarks.fleet.workload import MULTI_TURN, Workload
+from benchmarks.fleet.workload import Workload
 from nemo_gym.failures import FailureClass, RequestFailed
 from nemo_gym.http_client import HttpClient
-
-MODEL = "sim-model"
+from tests.fleet.sim_replicas import MODEL, on_two_replicas
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 FIRST = {"role": "user", "content": "What's the weather in Lima? [turns=2] " + "words " * 300}
-
-
-def _run(scenario: Any, workload: Workload = MULTI_TURN, scale: float = 500.0) -> Any:
-    async def main() -> Any:
-        fleet = SimFleet([H100_LLAMA_8B] * 2, LoopScheduler(scale), workload, MODEL)
-        await fleet.start()
-        http = HttpClient()
-        try:
-            return await scenario(fleet, http)
-        finally:
-            await http.aclose()
-            fleet.stop()
-
-    return asyncio.run(main())
 
 
 def test_the_endpoints_vllm_model_calls() -> None:
@@ -47,7 +30,7 @@ def test_the_endpoints_vllm_model_calls() -> None:
         stats = await http.get_json(f"{fleet.control_url}/fleet/stats")
         return models, first, second, stats
 
-    models, first, second, stats = _run(scenario)
+    models, first, second, stats = on_two_replicas(scenario)
     assert models["data"] == [{"id": MODEL, "object": "model", "owned_by": "sim", "max_model_len": MAX_MODEL_LEN}]
     call = first["choices"][0]["message"]["tool_calls"][0]
     assert call["function"] == {"name": "get_weather", "arguments": '{"city":"Lima"}'}
@@ -75,7 +58,7 @@ def test_errors_are_vllm_s() -> None:
             failures.append(failed.value)
         return failures
 
-    wrong_model, no_messages = _run(scenario)
+    wrong_model, no_messages = on_two_replicas(scenario)
     assert wrong_model.status == 404 and "does not exist" in str(wrong_model.body)
     assert no_messages.status == 400
 
@@ -98,7 +81,7 @@ def test_a_replica_that_dies_under_a_request_is_a_connection_failure_until_it_co
     # In real time, a 100,000-token answer takes ten minutes: the kill comes first by construction.
     endless = Workload(name="endless", turns=1, prompt_tokens=400, tool_result_tokens=0, output_median=100_000,
                        output_sigma=0.0, max_tokens=100_000)
-    in_flight, refused, served = _run(scenario, endless, scale=1.0)
+    in_flight, refused, served = on_two_replicas(scenario, endless, scale=1.0)
     assert in_flight.failure_class == FailureClass.CONNECT
     assert refused.failure_class == FailureClass.CONNECT
     assert served["choices"][0]["message"]["role"] == "assistant"

@@ -1,5 +1,6 @@
 """Run real `ng_run` subprocesses in tests and stop them cleanly."""
 
+import socket
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -63,3 +64,14 @@ def math_and_game_agents(policy_base_url: str, model_name: str, cwd: Path) -> It
     model = [f"+policy_base_url={policy_base_url}", "+policy_api_key=EMPTY", f"+policy_model_name={model_name}"]
     with running_stack([f"+config_paths=[{configs}]", *model], cwd=cwd) as stack:
         yield stack
+
+
+def plain_bind_refused(port: int) -> bool:
+    """Whether a socket bound as most programs bind (no SO_REUSEADDR, no SO_REUSEPORT) is refused 127.0.0.1:`port`:
+    the port is held (a bind to port 0 never picks one that is bound)."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False

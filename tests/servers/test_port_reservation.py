@@ -12,7 +12,7 @@ from nemo_gym.config import load_global_config
 from nemo_gym.errors import ConfigError
 from nemo_gym.server.supervisor import Supervisor, port_is_free
 from nemo_gym.server.workers import reuseport_socket
-from tests.helpers.stack import free_port
+from tests.helpers.stack import free_port, plain_bind_refused
 
 SERVERS = 6
 
@@ -26,20 +26,12 @@ def _plan(tmp_path: Path, name: str, ports: dict[str, int] | None = None) -> Sup
     return Supervisor(config, tmp_path / f"{name}-logs")  # plans only: nothing starts
 
 
-def _plain_bind_refused(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
-
 
 def test_planned_ports_are_distinct_and_held_until_stop(tmp_path: Path) -> None:
     supervisor = _plan(tmp_path, "a")
     ports = [process.settings.port for process in supervisor.processes]
     assert len(set(ports)) == SERVERS
-    assert all(port is not None and not port_is_free("127.0.0.1", port) and _plain_bind_refused(port)
+    assert all(port is not None and not port_is_free("127.0.0.1", port) and plain_bind_refused(port)
                for port in ports)
     supervisor.stop()
     assert all(port is not None and port_is_free("127.0.0.1", port) for port in ports)
@@ -87,7 +79,7 @@ def test_a_configured_port_with_old_connections_in_time_wait_is_planned(tmp_path
         while client.recv(1) and time.monotonic() < deadline:  # wait for the FIN (state, not the clock)
             pass
         client.close()
-    assert _plain_bind_refused(port) and port_is_free("127.0.0.1", port)  # the case the fallback is for
+    assert plain_bind_refused(port) and port_is_free("127.0.0.1", port)  # the case the fallback is for
     supervisor = _plan(tmp_path, "a", {"s0": port})  # held with SO_REUSEADDR here, as uvicorn would bind it
     assert supervisor.processes[0].settings.port == port
     supervisor.stop()

@@ -12,6 +12,7 @@ import pytest
 
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.responses_api_models.local_vllm_model.app import LocalVLLMModelServer
+from tests.helpers.stack import plain_bind_refused
 
 WAIT_S = 60.0
 
@@ -73,16 +74,6 @@ class StandInVLLM(LocalVLLMModelServer):
         return [sys.executable, "-c", STAND_IN, str(port), "1" if self.reuse_port else "0", str(self.go)]
 
 
-def _plain_bind_refused(port: int) -> bool:
-    """Whether a socket bound as most programs bind (no SO_REUSEADDR, no SO_REUSEPORT) is refused the port; a bind to
-    port 0 never picks one that is bound."""
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
-
 
 @pytest.mark.parametrize("reuse_port", [False, True], ids=["reuseaddr", "reuseaddr_and_reuseport"])
 def test_vllms_port_is_held_until_shutdown_and_vllm_serves_on_it(tmp_path: Path, reuse_port: bool) -> None:
@@ -91,7 +82,7 @@ def test_vllms_port_is_held_until_shutdown_and_vllm_serves_on_it(tmp_path: Path,
     async def main() -> int:
         async with server._lifespan(None):  # what serving does: start-up, then shutdown at the end
             port = int(server.base_urls[0].rsplit(":", 1)[1].split("/")[0])
-            assert _plain_bind_refused(port)  # held before vLLM has bound it
+            assert plain_bind_refused(port)  # held before vLLM has bound it
             server.go.touch()
             deadline = time.monotonic() + WAIT_S
             while not server.ready():  # vLLM bound the held port and answered /v1/models there
@@ -101,4 +92,4 @@ def test_vllms_port_is_held_until_shutdown_and_vllm_serves_on_it(tmp_path: Path,
         return port
 
     port = asyncio.run(main())
-    assert not _plain_bind_refused(port)  # let go once the server stopped
+    assert not plain_bind_refused(port)  # let go once the server stopped
