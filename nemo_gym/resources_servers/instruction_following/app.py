@@ -5,19 +5,30 @@ each rule). `verify` adds the breakdown: `follow_instruction_list` (one bool per
 `num_instructions`, `num_followed` and `followed:<instruction id>` (1.0 or 0.0; an id listed twice must be followed
 both times). An empty answer follows nothing.
 
+The checks take time linear in the answer (checks.py), and a long answer is checked in a worker thread, so a
+megabyte of degenerate text neither stalls the server nor delays its other requests; a check that still runs past
+VERIFY_TIMEOUT_S fails the verification as `judge_error` (verify_timeout), never as reward 0.
+
 In the aggregate metrics, `mean/followed:<instruction id>` is how often that kind was followed where it was asked
 (the per-instruction breakdown), and the key metrics add `instruction_level_accuracy` (followed instructions over
 all instructions, IFEval's instruction-level figure) to the mean reward (its prompt-level figure).
 """
 
+import asyncio
 from typing import Any
 
+from nemo_gym.failures import FailureClass
 from nemo_gym.protocol import final_message_text
-from nemo_gym.resources_servers.base import ResourcesServer
+from nemo_gym.resources_servers.base import ResourcesServer, failed_verification
 from nemo_gym.resources_servers.instruction_following.instructions import InstructionError, checked_kwargs
 from nemo_gym.server.base import HandlerError
 
 FOLLOWED = "followed:"
+# An answer up to this long is checked on the event loop (a few milliseconds at most); a longer one in a thread.
+INLINE_CHARS = 10_000
+# A megabyte is checked in well under a second; past this the verification fails rather than hold the rollout.
+VERIFY_TIMEOUT_S = 10.0
+VERIFY_TIMEOUT = "verify_timeout"
 
 
 def follow_instructions(text: str, instruction_ids: Any, kwargs_list: Any) -> list[tuple[str, bool]]:
@@ -34,11 +45,18 @@ def follow_instructions(text: str, instruction_ids: Any, kwargs_list: Any) -> li
 
 class InstructionFollowingResourcesServer(ResourcesServer):
     async def verify(self, row: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+        text, ids, kwargs = final_message_text(response), row.get("instruction_id_list"), row.get("kwargs")
         try:
-            followed = follow_instructions(final_message_text(response), row.get("instruction_id_list"),
-                                           row.get("kwargs"))
+            if len(text) <= INLINE_CHARS:
+                followed = follow_instructions(text, ids, kwargs)
+            else:
+                followed = await asyncio.wait_for(asyncio.to_thread(follow_instructions, text, ids, kwargs),
+                                                  VERIFY_TIMEOUT_S)
         except InstructionError as exc:
             raise HandlerError(400, f"the row's instructions: {exc}") from None
+        except TimeoutError:
+            return failed_verification(FailureClass.JUDGE_ERROR, f"{VERIFY_TIMEOUT}: checking a {len(text)}-character "
+                                       f"answer took over {VERIFY_TIMEOUT_S:g} s", verify_timeout=True)
         by_kind: dict[str, float] = {}
         for instruction_id, ok in followed:
             by_kind[f"{FOLLOWED}{instruction_id}"] = min(by_kind.get(f"{FOLLOWED}{instruction_id}", 1.0), float(ok))

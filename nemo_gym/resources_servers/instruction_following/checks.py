@@ -11,14 +11,30 @@ LESS_THAN = "less than"
 AT_LEAST = "at least"
 RELATIONS = (LESS_THAN, AT_LEAST)
 
-_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)")
-_DIVIDER = re.compile(r"^[ \t]*\*\*\*[ \t]*$", re.MULTILINE)
-_BULLET = re.compile(r"^[ \t]*[*-][ \t]+\S", re.MULTILINE)
-_TITLE = re.compile(r"<<[^<>\n]*\S[^<>\n]*>>")
-_HIGHLIGHT = re.compile(r"\*[^\n*]*[^\s*][^\n*]*\*")
-_PLACEHOLDER = re.compile(r"\[[^\[\]\n]*\S[^\[\]\n]*\]")
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
+# Every pattern takes time linear in the answer, whatever the answer, so a verification never stalls its server:
+# runs are read possessively (*+, ++: never re-read to split them another way), a match never starts inside a run
+# it could have started at the head of, and the per-line patterns start only at a line's start.
+_WORD = re.compile(r"[^\W_]++(?:['’-][^\W_]++)*+")
+_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]++(?=\s|$)")
+_DIVIDER = re.compile(r"^[ \t]*+\*\*\*[ \t]*+$", re.MULTILINE)
+_BULLET = re.compile(r"^[ \t]*+[*-][ \t]++\S", re.MULTILINE)
+
+
+def _span(opener: str, closer: str) -> re.Pattern[str]:
+    """`opener`, content, `closer`, the content holding a non-space and no line break, and no bracket character
+    (`opener[0]`, `closer[0]`) but at most one, which then is that non-space: "<<<>>" is a title, "[]]" a
+    placeholder, as when the rule was first written. A span with a bracket character inside is tried first, as it
+    was then, so the spans counted are the same."""
+    brackets = re.escape(opener[0] + closer[0])
+    plain = rf"[^{brackets}\n]"
+    return re.compile(rf"{re.escape(opener)}(?:{plain}*+[{brackets}]{plain}*+|(?={plain}*?[^\s{brackets}]){plain}*+)"
+                      rf"{re.escape(closer)}")
+
+
+_TITLE = _span("<<", ">>")
+_HIGHLIGHT = re.compile(r"\*(?=[^\n*]*?[^\s*])[^\n*]*+\*")
+_PLACEHOLDER = _span("[", "]")
+_FENCE = re.compile(r"```[a-zA-Z]*+\s*+(.*?)\n?```", re.DOTALL)
 
 
 def compare(count: int, relation: str, n: int) -> bool:
@@ -37,8 +53,8 @@ def number_words(text: str, relation: str, num_words: int) -> bool:
 
 def number_sentences(text: str, relation: str, num_sentences: int) -> bool:
     """A sentence ends with . ! or ? before a space or the end; trailing text without one is a sentence too."""
-    pieces = [piece for piece in _SENTENCE_END.split(text) if words(piece)]
-    return compare(len(pieces), relation, num_sentences)
+    sentences = sum(1 for piece in _SENTENCE_END.split(text) if _WORD.search(piece))
+    return compare(sentences, relation, num_sentences)
 
 
 def number_paragraphs(text: str, num_paragraphs: int) -> bool:
@@ -47,22 +63,22 @@ def number_paragraphs(text: str, num_paragraphs: int) -> bool:
     return len(paragraphs) == num_paragraphs and all(paragraph.strip() for paragraph in paragraphs)
 
 
-def _mentions(text: str, word: str) -> int:
-    return len(re.findall(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", text, re.IGNORECASE))
+def _whole_word(word: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", re.IGNORECASE)
 
 
 def keywords_existence(text: str, keywords: list[str]) -> bool:
     """Every keyword appears as a whole word (any case)."""
-    return all(_mentions(text, keyword) for keyword in keywords)
+    return all(_whole_word(keyword).search(text) for keyword in keywords)
 
 
 def forbidden_words(text: str, forbidden_words: list[str]) -> bool:
     """No forbidden word appears as a whole word (any case)."""
-    return not any(_mentions(text, word) for word in forbidden_words)
+    return not any(_whole_word(word).search(text) for word in forbidden_words)
 
 
 def keyword_frequency(text: str, keyword: str, relation: str, frequency: int) -> bool:
-    return compare(_mentions(text, keyword), relation, frequency)
+    return compare(len(_whole_word(keyword).findall(text)), relation, frequency)
 
 
 def letter_frequency(text: str, letter: str, let_relation: str, let_frequency: int) -> bool:
@@ -89,7 +105,7 @@ def capital_word_frequency(text: str, capital_relation: str, capital_frequency: 
 def json_format(text: str) -> bool:
     """The whole answer is one JSON value, optionally inside a ``` or ```json fence."""
     body = text.strip()
-    fenced = _FENCE.match(body)
+    fenced = _FENCE.fullmatch(body)
     try:
         orjson.loads(fenced.group(1) if fenced else body)
     except orjson.JSONDecodeError:

@@ -1,7 +1,13 @@
-"""Every kind of instruction, checked on an answer that follows it and on one that does not."""
+"""Every kind of instruction, checked on an answer that follows it and on one that does not, and on a megabyte of
+degenerate text within a tenth of a second of CPU."""
+
+import signal
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
+from nemo_gym.resources_servers.instruction_following.app import follow_instructions
 from nemo_gym.resources_servers.instruction_following.instructions import INSTRUCTIONS
 
 # id -> (kwargs, an answer that follows it, one that does not)
@@ -60,3 +66,43 @@ def test_each_kind_says_its_parameters_to_the_model(instruction_id: str) -> None
     sentence = INSTRUCTIONS[instruction_id].say(**kwargs)
     assert sentence and all(str(value if not isinstance(value, list) else value[0]) in sentence
                             for name, value in kwargs.items() if not name.endswith("relation"))
+
+
+SEGMENT = 70_000
+# About 1 MB in which every span opener is left open and runs of one character are long: each pattern that could
+# re-read a run from every position meets one here.
+DEGENERATE = "".join([
+    "```json" + " " * SEGMENT, "<<" + "t" * SEGMENT, "*" + "h" * SEGMENT, "[" + "p" * SEGMENT, "." * SEGMENT + "x",
+    " " * SEGMENT + "\n", "\n" * SEGMENT, "<" * SEGMENT, "*" * SEGMENT, "[" * SEGMENT, "a-" * (SEGMENT // 2),
+    "***" + " " * SEGMENT + "x\n", "-" + " " * SEGMENT + "\n", "#" * SEGMENT + " Section x\n",
+    "P.S." + " " * SEGMENT + "\n",
+])
+CPU_BUDGET_S = 0.1  # each kind takes at most about 30 ms here; a quadratic pattern takes minutes
+
+
+@contextmanager
+def cpu_budget(seconds: float) -> Iterator[None]:
+    """Fail the block once it has used `seconds` of this process's CPU time (SIGPROF; the regex engine stops for
+    signals), so a pattern that would run for hours fails within the budget instead."""
+
+    def over(signum: int, frame: object) -> None:
+        raise AssertionError(f"over its budget of {seconds} s of CPU")
+
+    previous = signal.signal(signal.SIGPROF, over)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+
+
+def test_the_degenerate_answer_is_a_megabyte() -> None:
+    assert len(DEGENERATE.encode()) >= 1_000_000
+
+
+@pytest.mark.parametrize("instruction_id", sorted(CASES))
+def test_a_megabyte_of_degenerate_text_is_verified_within_a_tenth_of_a_second(instruction_id: str) -> None:
+    kwargs, _, _ = CASES[instruction_id]
+    with cpu_budget(CPU_BUDGET_S):
+        follow_instructions(DEGENERATE, [instruction_id], [kwargs])

@@ -1,14 +1,22 @@
 """The instruction-following environment in-process: all-or-nothing reward, the per-instruction breakdown through
-the library's metrics, rows it refuses, and its generated data."""
+the library's metrics, rows it refuses, its generated data, and long answers checked off the event loop within a
+time limit."""
 
 import asyncio
+import dataclasses
+import threading
+import time
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 
+from nemo_gym.compat.markers import ERROR_MESSAGE_KEY, FAILURE_CLASS_KEY
 from nemo_gym.config.servers import ServerSpec
+from nemo_gym.failures import FailureClass
 from nemo_gym.metrics.accumulator import AgentAccumulator
+from nemo_gym.resources_servers.instruction_following import app, checks
 from nemo_gym.resources_servers.instruction_following.app import InstructionFollowingResourcesServer
 from nemo_gym.resources_servers.instruction_following.generate import generate_rows
 from nemo_gym.resources_servers.instruction_following.instructions import CONFLICTS, INSTRUCTIONS
@@ -98,3 +106,71 @@ def test_generated_rows_ask_every_kind_never_two_that_conflict_and_are_seeded() 
 
 def test_the_shipped_example_is_the_generator_output() -> None:
     assert [orjson.loads(line) for line in EXAMPLE.read_bytes().splitlines()] == generate_rows(40, seed=0)
+
+
+NO_COMMA = "punctuation:no_comma"
+LONG_ANSWER = "word " * (app.INLINE_CHARS // 2)  # long enough to be checked in a thread
+WAIT_S = 5.0  # the most a test waits for a check it holds: without the fix the held check holds the event loop
+
+
+class HeldCheck:
+    """The no-comma check, held on a long answer until the test releases it: a verification that takes long."""
+
+    def __init__(self) -> None:
+        self.entered, self.release, self.finished = threading.Event(), threading.Event(), threading.Event()
+
+    def __call__(self, text: str) -> bool:
+        if len(text) > app.INLINE_CHARS:
+            self.entered.set()
+            self.release.wait(WAIT_S)
+            self.finished.set()
+        return checks.no_comma(text)
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> HeldCheck:
+    check = HeldCheck()
+    monkeypatch.setitem(INSTRUCTIONS, NO_COMMA, dataclasses.replace(INSTRUCTIONS[NO_COMMA], check=check))
+    return check
+
+
+def _verify_body(row: dict, text: str) -> dict:
+    return {**row, "response": response(message(text))}
+
+
+def test_the_server_answers_another_request_while_a_long_answer_is_verified(held: HeldCheck) -> None:
+    row = {"instruction_id_list": [NO_COMMA], "kwargs": [{}]}
+
+    async def scenario() -> tuple[httpx.Response, bool, httpx.Response]:
+        transport = httpx.ASGITransport(app=_server().app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://if") as client:
+            long = asyncio.create_task(client.post("/verify", json=_verify_body(row, LONG_ANSWER)))
+            deadline = time.monotonic() + WAIT_S
+            while not held.entered.is_set() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            short = await client.post("/verify", json=_verify_body(ROW, "The sea is calm."))
+            answered_while_held = held.entered.is_set() and not held.finished.is_set()
+            held.release.set()
+            return short, answered_while_held, await long
+
+    short, answered_while_held, long = asyncio.run(scenario())
+    assert answered_while_held, "the short verification waited for the long one"
+    assert short.status_code == 200 and short.json()["reward"] == 1.0
+    assert long.status_code == 200 and long.json()["reward"] == 1.0  # the long one is scored as ever once done
+
+
+def test_a_verification_past_its_time_limit_fails_as_judge_error_never_reward_0(
+        held: HeldCheck, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app, "VERIFY_TIMEOUT_S", 0.05)
+    row = {"instruction_id_list": [NO_COMMA], "kwargs": [{}]}
+
+    async def scenario() -> dict:
+        try:
+            return await _server().verify(row, response(message(LONG_ANSWER)))
+        finally:
+            held.release.set()  # let the worker thread end before the loop closes
+
+    result = asyncio.run(scenario())
+    assert held.entered.is_set()
+    assert result[FAILURE_CLASS_KEY] == FailureClass.JUDGE_ERROR and "reward" not in result
+    assert result[ERROR_MESSAGE_KEY].startswith(app.VERIFY_TIMEOUT) and result["verify_timeout"] is True
