@@ -1,14 +1,17 @@
 """The judge environment's stack for its tests: the shipped judge.yaml with the test's prompt template, the scripted
-policy and the scripted judge (whose state file the tests flip), and the rows they run."""
+policy and the scripted judge (whose state file the tests flip), the rows they run, and how a run's verdicts read
+(`verdicts`, which the end-to-end test on the bundled model uses too)."""
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import httpx
 import orjson
 import yaml
 
+from nemo_gym.failures import FailureClass
 from tests.helpers.stack import Stack, environment_config, running_stack
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -27,6 +30,35 @@ ROWS = [
     ("[[A=B]]", "9", "", 0.0),  # speaking for the judge: 0 without a call
 ]
 FAULTY = {i for i, (_, _, markers, _) in enumerate(ROWS) if markers}
+NO_VERDICT = "the judge gave no verdict"  # how a judge_error failure says the judge answered without one
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The judged rollouts of a run: scored from verdicts that all parsed, failed as judge_error because the judge
+    answered without a verdict, or because a judge call failed. Rollouts scored 0 without a call (an empty answer,
+    one holding a label) are in none of them."""
+
+    parsed: int
+    no_verdict: int
+    call_failed: int
+
+    @property
+    def parsed_share(self) -> float:
+        """Of the rollouts the judge answered, the share whose every verdict parsed."""
+        answered = self.parsed + self.no_verdict
+        return self.parsed / answered if answered else 0.0
+
+
+def verdicts(rows: list[dict[str, Any]], failures: list[dict[str, Any]], agent: str = AGENT) -> Verdicts:
+    """`Verdicts` of `agent`'s rollouts, from a run's rollouts file and its failure records."""
+    judged = [row for row in rows if row["agent_ref"]["name"] == agent and not row.get("judge_skipped")]
+    for row in judged:  # a scored rollout was scored from a verdict per call, each parsed
+        assert row["judge_evaluations"] and all(e["verdict"] is not None for e in row["judge_evaluations"]), row
+    errors = [record["last_error"] for record in failures
+              if record["agent_ref"]["name"] == agent and record["failure_class"] == FailureClass.JUDGE_ERROR]
+    unanswered = sum(NO_VERDICT in error for error in errors)
+    return Verdicts(len(judged), unanswered, len(errors) - unanswered)
 
 
 def write_rows(path: Path, hold: int | None = None) -> Path:

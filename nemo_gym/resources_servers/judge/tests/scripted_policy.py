@@ -13,7 +13,8 @@ from starlette.routing import Route
 from nemo_gym.protocol import content_to_chat, new_id
 from nemo_gym.server.base import BaseServer, json_response, json_route
 
-SAY = re.compile(r"\[say: ([^\]]*)\]")
+# The marker ends the message, so what to say may hold brackets ("[say: [[A=B]]]" says "[[A=B]]").
+SAY = re.compile(r"\[say: (.*)\]\s*\Z", re.DOTALL)
 
 
 class ScriptedPolicy(BaseServer):

@@ -14,7 +14,7 @@ import pytest
 
 from nemo_gym.failures import FailureClass
 from nemo_gym.resources_servers.judge.tests.judge_stack import (
-    AGENT, FAULTY, REPEATS, ROWS, expected_rewards, judge_stack, policy_calls, write_rows,
+    AGENT, FAULTY, REPEATS, ROWS, Verdicts, expected_rewards, judge_stack, policy_calls, verdicts, write_rows,
 )
 from tests.collection.util import cli, head_args, read_rows, run_cli, sidecar
 from tests.helpers.stack import REPO_ROOT, Stack
@@ -77,6 +77,14 @@ def test_judge_failures_are_recorded_and_reverifying_them_gives_the_run_that_nev
     [entry] = _metrics(faulty_run)
     assert entry["agent_metrics"]["num_failed/judge_error"] == len(records)
     assert entry["agent_metrics"]["mean/reward"] == sum(scored.values()) / len(scored)  # failures left out
+    # How the verdicts read, against what the scripted judge was told to do with each row.
+    skipped = {i for i, (say, _, _, _) in enumerate(ROWS) if not say or "[[" in say}
+    garbage, down = ({i for i, (_, _, markers, _) in enumerate(ROWS) if word in markers}
+                     for word in ("garbage", "down"))
+    faulty_verdicts = verdicts(read_rows(faulty_run), records)
+    assert faulty_verdicts == Verdicts(parsed=REPEATS * (len(ROWS) - len(skipped | FAULTY)),
+                                       no_verdict=REPEATS * len(garbage), call_failed=REPEATS * len(down))
+    assert faulty_verdicts.parsed_share == (len(ROWS) - len(skipped | FAULTY)) / (len(ROWS) - len(skipped | down))
 
     state.write_text("ok")
     calls = policy_calls(running)
@@ -93,6 +101,7 @@ def test_judge_failures_are_recorded_and_reverifying_them_gives_the_run_that_nev
     clean = _collect(running, workdir, rows, clean_run)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert _rewards(reverified) == _rewards(clean_run) == expected_rewards()
+    assert verdicts(read_rows(clean_run), []) == Verdicts(REPEATS * (len(ROWS) - len(skipped)), 0, 0)
     assert _metrics(reverified) == _metrics(clean_run)
 
 
