@@ -35,7 +35,8 @@ def load_corpus(path: Path = CORPUS) -> list[LabelledAnswer]:
         row = orjson.loads(line)
         texts = row.get("options") or [""] * row["num_options"]
         if len(texts) != row["num_options"]:
-            raise ValueError(f"{path}: {row['text']!r} has {len(texts)} options' texts for {row['num_options']} options")
+            raise ValueError(f"{path}: {row['text']!r} has {len(texts)} options' texts for {row['num_options']} "
+                             f"options")
         answers.append(LabelledAnswer(row["kind"], row["text"], dict(zip(ascii_uppercase, texts)), row["label"]))
     return answers
 
