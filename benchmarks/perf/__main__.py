@@ -41,6 +41,10 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "chaos": ("8 simulated vLLM replicas, one or two faulty (5xx, hang, 10x slow, invalid JSON, reset, killed): every "
               "rollout exactly once, failed rollouts, time to eject, throughput vs the healthy replicas alone; a hosted "
               "endpoint whose quota runs out: time to a clean stop", False),
+    "sick_replica": ("real vLLM beside a replica answering 502 at once: rollouts collected and failed, requests the "
+                     "sick one got, throughput vs the healthy replica alone", True),
+    "multiple_choice_extraction": ("multiple_choice's answer reading vs a hand-labelled corpus: agreement, answers "
+                                   "read as another letter, CPU per answer", False),
     "experience": ("real vLLM: per-sample vs batched turns; experience layer vs a direct client", True),
     "async_collector": ("real vLLM: asynchronous vs synchronous generate-then-train", True),
     "benchmark_runs": ("real vLLM: arithmetic and humaneval rewards, collection time", True),
