@@ -52,7 +52,8 @@ def test_a_failing_run_pauses_once_then_stops_with_one_message() -> None:
     async def main() -> RunStopped:
         budget = _budget(said)
         await _attempts(budget, ["http_5xx"] * MIN_ATTEMPTS)  # trips: pause
-        assert budget.paused and len(said) == 1
+        # The pause was set (whether its 0.05 s are still running depends on the machine's load, so not asserted).
+        assert budget.paused_until > 0 and len(said) == 1
         await _attempts(budget, ["http_5xx"] * MIN_ATTEMPTS)  # admitted after the pause, failing as much: stop
         with pytest.raises(RunStopped) as stopped:
             await budget.admit(retry=False)
@@ -88,7 +89,9 @@ def test_a_healthy_window_after_a_pause_makes_the_next_trip_a_pause_again() -> N
         budget = _budget(said)
         await _attempts(budget, ["timeout"] * MIN_ATTEMPTS)
         await _attempts(budget, [None] * WINDOW)  # a whole healthy window: re-armed
-        while not budget.paused:
+        for _ in range(WINDOW):  # fail until the next trip (the second line said), whatever the clock does
+            if len(said) == 2:
+                break
             await _attempts(budget, ["timeout"])
         assert await budget.admit(retry=False) is not None  # the trip was a pause, not a stop
 
