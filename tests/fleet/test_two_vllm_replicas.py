@@ -1,6 +1,7 @@
 """Two real vLLM replicas (CPU build, the bundled model) behind one vllm_model: the number-guessing game's multi-turn
-sessions each stay on one replica, and a replica SIGKILLed in the middle of the run costs no rollout (its sessions'
-attempts fail once, the collector runs them again on the other replica, each once).
+sessions each stay on one replica, and a replica SIGKILLed in the middle of the run costs no rollout (vllm_model sends
+the requests it was running to the other replica, whose turns the sessions then take; where that fails too, the
+collector runs the rollout again; each once).
 
 The session's vLLM is replica A; this module starts replica B (one more cold start) and kills it, so no other test
 loses its server. The kill waits on state: rows already written, and requests running in B (vLLM's own gauge)."""
@@ -68,7 +69,7 @@ def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_no_rollout(
                     assert collector.poll() is None, f"the run ended before the kill:\n{out.decode()[-3000:]}"
                     assert time.monotonic() < deadline, "replica B never had requests running a few rows in"
                     time.sleep(0.05)
-                killed_at = len(_rows(output))
+                killed_at = time.time()
                 assert replica_b.pid is not None
                 os.killpg(replica_b.pid, signal.SIGKILL)  # a crash: no goodbye to its connections
                 collector.wait(timeout=WAIT_S)
@@ -83,14 +84,19 @@ def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_no_rollout(
     failures = tmp_path / "games_failures.jsonl"
     assert not failures.exists() or failures.read_bytes() == b""
     progress = orjson.loads((tmp_path / "games_progress.json").read_bytes())
-    assert progress["retries"]["rollouts"] >= 1  # the requests B was running failed once and ran again
-
-    endpoints = [{call["endpoint"] for call in row["_ng_model_calls"]} for row in rows]
-    assert all(len(used) == 1 for used in endpoints)  # every session on one replica, all its turns
-    assert sum(len(row["_ng_model_calls"]) >= 2 for row in rows) >= ROLLOUTS // 2  # multi-turn sessions
+    a, b = vllm_server.base_url, replica_b.base_url
+    turns = [[call["endpoint"] for call in sorted(row["_ng_model_calls"], key=lambda c: c["started_at"])]
+             for row in rows]
+    # The sessions B was running moved to A at the kill (vllm_model's failover) or ran again (the collector's
+    # retry): B's requests running at the kill went somewhere, and none went back to B (asserted below).
+    moved = [endpoints for endpoints in turns if set(endpoints) == {a, b}]
+    assert moved or progress["retries"]["rollouts"] >= 1
+    # Every other session on one replica, all its turns (16 were in flight at the kill).
+    assert sum(len(set(endpoints)) == 1 for endpoints in turns) >= ROLLOUTS - 16
+    assert sum(len(endpoints) >= 2 for endpoints in turns) >= ROLLOUTS // 2  # multi-turn sessions
     # Which replica finished the first rows is the routing's choice by load (a replica that is slower on this busy
-    # machine takes fewer sessions), so it is not asserted; every row served by the replicas, and none by B after
-    # its kill, is.
-    assert _served_by(rows) <= {vllm_server.base_url, replica_b.base_url}
-    after_kill = {next(iter(used)) for used in endpoints[killed_at + 16:]}  # begun after the kill
-    assert after_kill <= {vllm_server.base_url}  # then only the replica left
+    # machine takes fewer sessions), so it is not asserted; every row served by the replicas, and no call sent to B
+    # after its kill, is.
+    assert _served_by(rows) <= {a, b}
+    assert all(call["endpoint"] == a for row in rows for call in row["_ng_model_calls"]
+               if call["started_at"] > killed_at)
