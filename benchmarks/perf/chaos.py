@@ -41,6 +41,7 @@ from benchmarks.fleet.workload import MULTI_TURN
 from benchmarks.perf.harness import WEATHER_AGENT, Stack, _env, weather_stack
 from benchmarks.perf.lifecycle import child_process
 from benchmarks.perf.results import BenchmarkFailed, load_average, recording
+from nemo_gym.responses_api_models.vllm_model.app import REPLICAS_PATH
 from nemo_gym.run_files.paths import RunPaths
 from nemo_gym.run_files.rows import row_key
 
@@ -116,7 +117,7 @@ def _server_url(stack: Stack, name: str) -> str:
 
 def _router(model_url: str) -> list[dict[str, Any]]:
     """The model server's per-replica stats (vllm_model's `GET /replicas`)."""
-    reply = httpx.get(f"{model_url}/replicas", timeout=10, trust_env=False)
+    reply = httpx.get(f"{model_url}{REPLICAS_PATH}", timeout=10, trust_env=False)
     reply.raise_for_status()
     return list(reply.json()["replicas"])
 

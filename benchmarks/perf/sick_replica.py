@@ -37,6 +37,7 @@ from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, recording
 from benchmarks.perf.vllm_server import MODEL_NAME, vllm_server
 from nemo_gym.http_client import get_json_blocking
 from nemo_gym.jsonl_records import iter_records
+from nemo_gym.responses_api_models.vllm_model.app import REPLICAS_PATH
 from nemo_gym.server.supervisor import free_port
 
 MATH_CONFIG = "nemo_gym/resources_servers/math/configs/math.yaml"
@@ -98,7 +99,7 @@ def replica_states(stack: Stack) -> list[dict[str, Any]]:
     """vllm_model's `GET /replicas`, found through the head server."""
     servers = get_json_blocking(f"{stack.head_url}/servers", timeout_s=10)["servers"]
     (url,) = [server["url"] for server in servers if server["name"] == "policy_model"]
-    return list(get_json_blocking(f"{url}/replicas", timeout_s=10)["replicas"])
+    return list(get_json_blocking(f"{url}{REPLICAS_PATH}", timeout_s=10)["replicas"])
 
 
 def check_exactly_once(output: Path, rows: int) -> None:

@@ -173,8 +173,7 @@ class VLLMModelServer(BaseServer):
             task.add_done_callback(self._probes.discard)
 
     def _headers(self) -> dict[str, str]:
-        api_key = self.settings.api_key
-        return bearer_headers(api_key)
+        return bearer_headers(self.settings.api_key)
 
     async def _generate(self, base_url: str, path: str, body: dict[str, Any]) -> tuple[Any, ModelCall]:
         """A generation request to one replica, under the endpoint's limits; the reply and its record."""

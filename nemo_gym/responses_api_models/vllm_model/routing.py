@@ -127,10 +127,6 @@ class RoutingSnapshot:
     moved: int
     replicas: list[ReplicaStats]
 
-    @property
-    def ejections(self) -> list[int]:
-        return [replica.ejections for replica in self.replicas]
-
 
 class _SharedTable:
     """The routing state of one model server, in memory its forked workers share (see the module docstring)."""
