@@ -282,3 +282,21 @@ def test_a_replica_far_slower_than_its_peers_is_ejected_and_a_slow_probe_keeps_i
     router.answered(2, 1.1)
     router.done(2)
     assert router.snapshot().replicas[2].state == "in_service"
+
+
+def test_a_probe_cancelled_halfway_lets_the_next_request_probe() -> None:
+    router, clock = _router(2)
+    for _ in range(RULES.consecutive_failures):
+        _fail(router, 1)
+    clock.now += RULES.ejection_base_s
+
+    async def cancelled_probe() -> None:
+        with router.routed(None, avoid=(0,)) as index:
+            assert index == 1 and router.snapshot().replicas[1].state == "probing"
+            raise asyncio.CancelledError  # the caller went away mid-request
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(cancelled_probe())
+    stats = router.snapshot().replicas[1]
+    assert (stats.state, stats.in_flight, stats.ejections) == ("ejected", 0, 1)  # neither readmitted nor struck
+    assert router.pick(None, avoid=(0,)) == 1 and router.snapshot().replicas[1].state == "probing"
