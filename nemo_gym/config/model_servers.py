@@ -73,11 +73,12 @@ class VLLMModelSettings(EndpointLimitSettings):
     """At most this share of the replicas is out at once (ejected or down); 0 ejects none."""
     hang_factor: float = Field(_OUTLIER.hang_factor, gt=1)
     """A replica silent for this many times the recent p99 latency, while the others answer, with requests that old
-    is taken for hung: they are given up and sent to other replicas."""
+    is taken for hung: they are sent to another replica too, and the first answer wins."""
     hang_floor_s: float = Field(_OUTLIER.hang_floor_s, gt=0)
     """... and at least this many seconds old."""
     eject_slow_factor: float = Field(_OUTLIER.slow_factor, ge=0)
-    """A replica whose mean latency is this many times the median of its peers' is ejected (0: never for latency)."""
+    """A replica whose mean latency is this many times the median of its peers' (and 0.5 s above it) is ejected (0:
+    never for latency)."""
     failover_attempts: int = Field(3, ge=1)
     """Replicas a request may try when one fails it (5xx, an invalid reply, no connection, no answer in time)."""
 

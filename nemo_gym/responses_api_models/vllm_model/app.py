@@ -40,7 +40,7 @@ from nemo_gym.config.model_servers import VLLMModelSettings
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall, public_endpoint
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
 from nemo_gym.responses_api_models.preflight import PREFLIGHT_PATH, check_endpoint
-from nemo_gym.responses_api_models.vllm_model.hang_watch import HangWatch
+from nemo_gym.responses_api_models.vllm_model.hang_watch import AnsweredElsewhere, HangWatch
 from nemo_gym.responses_api_models.vllm_model.routing import HEALTH_CLASSES, probe, shared_router
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
 
@@ -144,7 +144,7 @@ class VLLMModelServer(BaseServer):
         routing.py picks each: the replica of the session's last turn (its prefix cache) while that replica is in
         service and not overloaded, else the least loaded one in service; it ejects a replica that keeps failing.
         A replica that refuses a connection is down until a probe, started here by the traffic that needs one, finds
-        it answering; hang_watch.py ends a request on a replica that stopped answering.
+        it answering; hang_watch.py sends a request on a replica that stopped answering to another one too.
         """
         if len(self.base_urls) == 1:  # nothing to choose, eject or fail over to: no routing work per request
             return await call(self.base_urls[0])
@@ -156,13 +156,22 @@ class VLLMModelServer(BaseServer):
             try:
                 with self.router.routed(session, avoid=tried) as index:
                     tried += (index,)
-                    return await self.hang_watch.watched(index, call(self.base_urls[index]), deadline)
+                    elsewhere = partial(self._elsewhere, session, index, call)
+                    return await self.hang_watch.watched(index, call(self.base_urls[index]), deadline, elsewhere)
+            except AnsweredElsewhere as answered:
+                return answered.answer
             except RequestFailed as exc:
                 if (exc.failure_class not in _FAILOVER_CLASSES or len(tried) >= self.settings.failover_attempts
                         or asyncio.get_running_loop().time() >= deadline or not self.router.in_service_besides(tried)):
                     raise
                 logger.info("replica %s failed a request (%s), sending it to another: %s",
                             public_endpoint(self.base_urls[tried[-1]]), exc.failure_class.value, exc.message)
+
+    async def _elsewhere(self, session: str | None, hung: int, call: Callable[[str], Awaitable[T]]) -> T:
+        """`call` on a replica other than `hung`: the second try of a request hang_watch.py took for hung there (it
+        ends with the first, within the request's time)."""
+        with self.router.routed(session, avoid=(hung,)) as index:
+            return await call(self.base_urls[index])
 
     def _probe_down_replicas(self) -> None:
         for index in self.router.due_probes():

@@ -25,8 +25,8 @@ Out of service, two ways:
   service; failed, it is ejected again for longer. A `/models` probe cannot tell a gateway in front of a dead engine
   from a healthy replica, a real request can.
 At most `max_ejected_share` of the replicas are out at once (down counts); beyond it a failing replica stays in
-service, so a fleet-wide failure shows as failed requests, not as an empty fleet. With every replica out, requests
-try them anyway.
+service, so a fleet-wide failure shows as failed requests, not as an empty fleet, and a replica that goes down while
+the share is out readmits the ejected one due back soonest. With every replica out, requests try them anyway.
 
 A replica that accepts requests and never answers is found by hang_watch.py: its requests time out there, which
 counts towards ejection.
@@ -69,6 +69,9 @@ RATE_MIN_REQUESTS = 10  # requests since a replica came into service before its 
 RATE_FACTOR = 3.0
 LATENCY_WEIGHT = 0.2  # of each answered request in its replica's mean latency
 SLOW_MIN_ANSWERS = 5  # answers since a replica came into service before its latency can eject it
+# A mean latency within this of the peers' median is never too slow, whatever the ratio: at a few milliseconds, one
+# pause of a busy machine's scheduler is a large factor, and says nothing about the replica.
+SLOW_MARGIN_S = 0.5
 STRIKE_MEMORY_S = 120.0  # an ejection this long after the last one ended starts the backoff again
 _MASK64 = (1 << 64) - 1
 _CLASSES = tuple(FailureClass)
@@ -294,6 +297,7 @@ class ReplicaRouter:
                 # Down takes over from an ejection: the process is gone, its return is what matters.
                 if self._get(index, _EJECTED_UNTIL):
                     self._readmit(index, now)
+                self._readmit_beyond_share(now)
 
     def due_probes(self) -> list[int]:
         """Down replicas whose probe is due, each claimed for one caller (its next probe pushed back an interval)."""
@@ -371,11 +375,21 @@ class ReplicaRouter:
                        if i != index and self._get(i, _LATENCY) and self._takes_requests(i, now))
         if not self.rules.slow_factor or not peers:
             return False
-        return latency_s > self.rules.slow_factor * peers[len(peers) // 2]
+        median = peers[len(peers) // 2]
+        return latency_s > max(self.rules.slow_factor * median, median + SLOW_MARGIN_S)
 
     def _may_take_out(self, now: float) -> bool:
         out = sum(1 for i in range(self.replicas) if self._get(i, _DOWN) or self._get(i, _EJECTED_UNTIL))
         return out + 1 <= self.max_out
+
+    def _readmit_beyond_share(self, now: float) -> None:
+        """Readmit ejected replicas, the one due back soonest first, while more than `max_out` are out: a replica
+        that went down is gone for sure, one ejected may only have been slow, and the share holds for both."""
+        out = sum(1 for i in range(self.replicas) if self._get(i, _DOWN) or self._get(i, _EJECTED_UNTIL))
+        ejected = sorted((self._get(i, _EJECTED_UNTIL), i) for i in range(self.replicas)
+                         if self._get(i, _EJECTED_UNTIL) and not self._get(i, _DOWN))
+        for _, index in ejected[:max(0, out - self.max_out)]:
+            self._readmit(index, now)
 
     def _eject(self, index: int, now: float) -> None:
         ended = self._get(index, _EJECTION_ENDED)

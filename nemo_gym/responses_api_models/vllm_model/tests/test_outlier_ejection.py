@@ -8,8 +8,9 @@ import pytest
 
 from nemo_gym.config.model_servers import OutlierRules
 from nemo_gym.failures import FailureClass, RequestFailed
-from nemo_gym.responses_api_models.vllm_model.hang_watch import HANG_MIN_SAMPLES, HangWatch
-from nemo_gym.responses_api_models.vllm_model.routing import RATE_MIN_REQUESTS, SLOW_MIN_ANSWERS, ReplicaRouter
+from nemo_gym.responses_api_models.vllm_model.hang_watch import HANG_MIN_SAMPLES, AnsweredElsewhere, HangWatch
+from nemo_gym.responses_api_models.vllm_model.routing import (RATE_MIN_REQUESTS, SLOW_MARGIN_S, SLOW_MIN_ANSWERS,
+                                                               ReplicaRouter)
 
 RULES = OutlierRules()
 
@@ -111,6 +112,23 @@ def test_at_most_the_configured_share_is_out_so_a_fleet_wide_failure_stays_visib
     for _ in range(10):
         _fail(none, 0)
     assert none.snapshot().replicas[0].state == "in_service"  # one replica: never ejected
+
+
+def test_a_replica_going_down_while_the_share_is_out_readmits_the_ejected_one() -> None:
+    router, clock = _router(4)
+    for _ in range(RULES.consecutive_failures):
+        _fail(router, 1)
+    clock.now += 1.0
+    for _ in range(RULES.consecutive_failures):
+        _fail(router, 2)
+    router.failed_to_connect(3)  # three out of four: the ejected replica due back soonest comes back
+    assert [r.state for r in router.snapshot().replicas] == ["in_service", "in_service", "ejected", "down"]
+    pair, _ = _router(2)
+    for _ in range(RULES.consecutive_failures):
+        _fail(pair, 0)
+    pair.failed_to_connect(1)  # the other one crashed: the ejected one is all there is
+    assert [r.state for r in pair.snapshot().replicas] == ["in_service", "down"]
+    assert pair.in_service_besides((1,))
 
 
 def test_every_replica_out_still_routes_requests() -> None:
@@ -260,6 +278,75 @@ def test_a_probe_that_hangs_is_given_up_alone() -> None:
     asyncio.run(scenario())
 
 
+def test_a_replica_hung_or_not_is_tried_elsewhere_too_and_the_first_answer_wins() -> None:
+    async def scenario() -> None:
+        router, clock, watch = await _primed(2)
+        tries: list[str] = []
+
+        async def elsewhere() -> str:
+            tries.append("elsewhere")
+            return "from replica 0"
+
+        hung = [asyncio.create_task(watch.watched(1, _pending_forever(), elsewhere=elsewhere)) for _ in range(2)]
+        await asyncio.sleep(0)
+        router.answered(0)
+        clock.now += 5.0
+        assert watch.check() == 2
+        for task in hung:
+            with pytest.raises(AnsweredElsewhere) as answered:
+                await task
+            assert answered.value.answer == "from replica 0" and answered.value.failure_class == FailureClass.TIMEOUT
+        assert tries == ["elsewhere", "elsewhere"]
+
+        slow_answer = asyncio.Event()
+        second_cancelled = asyncio.Event()
+
+        async def slow() -> str:
+            await slow_answer.wait()
+            return "from replica 1"
+
+        async def never_first() -> str:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                second_cancelled.set()
+            return "unreachable"
+
+        late = [asyncio.create_task(watch.watched(1, slow(), elsewhere=never_first)) for _ in range(2)]
+        await asyncio.sleep(0)
+        router.answered(0)
+        clock.now += 5.0
+        assert watch.check() == 2 and watch.check() == 0  # each sent elsewhere once
+        slow_answer.set()  # a busy replica, not a hung one: it answers first, and its answer is the one
+        assert await asyncio.gather(*late) == ["from replica 1"] * 2
+        await second_cancelled.wait()
+        watch.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_hung_request_whose_second_try_fails_is_given_up_as_a_timeout() -> None:
+    async def scenario() -> None:
+        router, clock, watch = await _primed(2)
+
+        async def fails() -> str:
+            raise RequestFailed(FailureClass.HTTP_5XX, "engine dead")
+
+        hung = [asyncio.create_task(watch.watched(1, _pending_forever(), elsewhere=fails)) for _ in range(2)]
+        await asyncio.sleep(0)
+        router.answered(0)
+        clock.now += 5.0
+        assert watch.check() == 2
+        for task in hung:
+            with pytest.raises(RequestFailed) as failed:
+                await task
+            assert not isinstance(failed.value, AnsweredElsewhere)
+            assert failed.value.failure_class == FailureClass.TIMEOUT and "engine dead" in failed.value.message
+        watch.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_replica_far_slower_than_its_peers_is_ejected_and_a_slow_probe_keeps_it_out() -> None:
     router, clock = _router(3)
     for _ in range(SLOW_MIN_ANSWERS):
@@ -282,6 +369,11 @@ def test_a_replica_far_slower_than_its_peers_is_ejected_and_a_slow_probe_keeps_i
     router.answered(2, 1.1)
     router.done(2)
     assert router.snapshot().replicas[2].state == "in_service"
+    quick, _ = _router(2)
+    for _ in range(SLOW_MIN_ANSWERS * 4):
+        quick.answered(0, 0.002)
+        quick.answered(1, 0.002 + SLOW_MARGIN_S / 2)  # many times slower, but by less than the margin
+    assert quick.snapshot().replicas[1].state == "in_service"
 
 
 def test_a_probe_cancelled_halfway_lets_the_next_request_probe() -> None:

@@ -37,7 +37,8 @@ class StubVLLM:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"]),
-                                Route("/v1/responses", self.responses, methods=["POST"])])
+                                Route("/v1/responses", self.responses, methods=["POST"]),
+                                Route("/v1/models", self.models)])  # a replica marked down is probed here
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -64,6 +65,9 @@ class StubVLLM:
             choice["token_ids"] = [10, 11, 12]
             choice["logprobs"] = {"content": [{"token": "t", "logprob": -0.25, "bytes": [116], "top_logprobs": []}] * 3}
         return JSONResponse(completion)
+
+    async def models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
 
     async def responses(self, request: Request) -> JSONResponse:
         """Stands in for an OpenAI Responses endpoint (openai_model passes requests through)."""
