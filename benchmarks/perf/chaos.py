@@ -53,7 +53,7 @@ FAULT_AT = 0.3
 WINDOW_FROM, WINDOW_TO = 0.1, 0.9
 BACK_AFTER = 0.2  # a killed replica starts again once it is out and this share of the rows more are done
 POLL_S = 0.1
-STOP_GRACE_S = 60.0
+COLLECTOR_STOP_GRACE_S = 60.0
 DEADLINE_FACTOR = 3.0
 QUOTA_ROWS, QUOTA_AFTER = 400, 400
 QUOTA_CAP_S = 180.0
@@ -156,7 +156,7 @@ class Run:
                     self.stopped_by_benchmark = True
                     popen.send_signal(signal.SIGINT)
                 try:
-                    popen.wait(timeout=STOP_GRACE_S if self.stopped_by_benchmark else POLL_S)
+                    popen.wait(timeout=COLLECTOR_STOP_GRACE_S if self.stopped_by_benchmark else POLL_S)
                 except subprocess.TimeoutExpired:
                     if self.stopped_by_benchmark:
                         break  # child_process stops it

@@ -19,14 +19,13 @@ from pydantic import Field
 from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_c
 from nemo_gym.config.loader import parse_overrides
 from nemo_gym.config.shortcuts import served_name
+from nemo_gym.config.timeouts import SERVE_VLLM_STOP_GRACE_S
 from nemo_gym.config.typed import Settings, Text, build
 from nemo_gym.errors import DownstreamError
 from nemo_gym.responses_api_models.local_vllm_model.command import vllm_command, vllm_env
 from nemo_gym.responses_api_models.local_vllm_model.device import has_nvidia_gpu
-from nemo_gym.server.supervisor import answers, stop_process_groups
-from nemo_gym.server.workers import die_with_parent
-
-STOP_GRACE_S = 15.0
+from nemo_gym.server.process_group import die_with_parent, stop_process_groups
+from nemo_gym.server.supervisor import answers
 _POLL_S = 1.0
 
 
@@ -93,7 +92,7 @@ def main_args(argv: list[str]) -> int:
         _say("stopping vLLM ...")
         return 0
     finally:
-        stop_process_groups([popen], STOP_GRACE_S)
+        stop_process_groups([popen], SERVE_VLLM_STOP_GRACE_S)
 
 
 HELP = CommandHelp("ng_serve_vllm", __doc__, [("Options", ServeVLLMSettings, "")])

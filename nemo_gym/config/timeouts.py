@@ -26,6 +26,13 @@ GROUP_TIMEOUT_S = 600.0  # one attempt of a prompt group (the trajectory collect
 VERIFY_TIMEOUT_S = 600.0  # one /verify call of ng_reverify_rollouts
 WEIGHT_UPDATE_TIMEOUT_S = 300.0  # one replica's pause + load + relabel of a weight update, and its transfer group
 
+# How long a process is given to stop after SIGTERM before its group is killed (nemo_gym.server.process_group).
+SERVER_STOP_GRACE_S = 10.0  # a server ng_run started
+# The vLLM of local_vllm_model: within its server's grace, so that the server stops it rather than orphans it.
+LOCAL_VLLM_STOP_GRACE_S = SERVER_STOP_GRACE_S - 2.0
+SERVE_VLLM_STOP_GRACE_S = 15.0  # the vLLM ng_serve_vllm started (a large model's engine takes a while)
+NG_RUN_STOP_GRACE_S = 30.0  # ng_run as a whole, started by another command: its servers' grace, and its own
+
 # The settings that hold them, where the nesting check reads them.
 MODEL_REQUEST_KEY = "request_timeout_s"
 MODEL_CALL_KEY = "model_timeout_s"

@@ -16,10 +16,10 @@ from typing import Iterator, Mapping, Sequence
 
 from nemo_gym.config import load_global_config
 from nemo_gym.config.global_settings import head_server
+from nemo_gym.config.timeouts import NG_RUN_STOP_GRACE_S
 from nemo_gym.errors import DownstreamError
 from nemo_gym.server.client import fetch_status
 
-STOP_GRACE_S = 30.0
 _POLL_S = 0.2
 
 
@@ -34,8 +34,8 @@ def _all_healthy(head_url: str) -> bool:
 def ng_run_process(args: Sequence[str], cwd: Path, log_path: Path, *, env: Mapping[str, str] | None = None,
                    timeout_s: float = 120.0) -> Iterator[subprocess.Popen]:
     """Start `ng_run ARGS` in `cwd` with its output in `log_path`; yield it once its head server (found from ARGS
-    as ng_run finds it) says every server is healthy; SIGTERM it afterwards (SIGKILL after STOP_GRACE_S). Raises
-    RuntimeError with the log's tail when it exits or times out first."""
+    as ng_run finds it) says every server is healthy; SIGTERM it afterwards (SIGKILL after NG_RUN_STOP_GRACE_S).
+    Raises RuntimeError with the log's tail when it exits or times out first."""
     head_url = head_server(load_global_config(list(args), cwd=cwd, require_complete=False).values).url
     child_env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     with open(log_path, "wb") as log:
@@ -54,7 +54,7 @@ def ng_run_process(args: Sequence[str], cwd: Path, log_path: Path, *, env: Mappi
         if popen.poll() is None:
             popen.send_signal(signal.SIGTERM)
             try:
-                popen.wait(timeout=STOP_GRACE_S)
+                popen.wait(timeout=NG_RUN_STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 popen.kill()
                 popen.wait()

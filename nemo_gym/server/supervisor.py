@@ -5,7 +5,6 @@ kernel to SIGTERM it if the supervisor dies, even by SIGKILL.
 """
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from nemo_gym.config.global_settings import head_server
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.config.redact import secret_values
 from nemo_gym.config.servers import ServerSettings, ServerSpec
+from nemo_gym.config.timeouts import SERVER_STOP_GRACE_S
 from nemo_gym.errors import ConfigError, DownstreamError
 from nemo_gym.http_client import RequestFailed, get_blocking
 from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
@@ -29,9 +29,8 @@ from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
 from nemo_gym.server.logs import register_secrets
 from nemo_gym.server.settings_check import check_server_settings
 from nemo_gym.server.startup_progress import PROGRESS_EVERY_S, Starting, last_log_line, waiting_line
-from nemo_gym.server.workers import die_with_parent, reuseport_socket
-
-STOP_GRACE_S = 10.0
+from nemo_gym.server.process_group import die_with_parent, stop_process_groups
+from nemo_gym.server.workers import reuseport_socket
 
 
 class ServerStartError(DownstreamError):
@@ -232,7 +231,7 @@ class Supervisor:
 
     def stop(self) -> None:
         """SIGTERM every process group, wait, then SIGKILL what is left. Safe to call twice."""
-        stop_process_groups([p.popen for p in self.processes if p.popen], STOP_GRACE_S)
+        stop_process_groups([p.popen for p in self.processes if p.popen], SERVER_STOP_GRACE_S)
         self._release_ports()
         if self._head and self._head_thread:  # both are set together
             self._head.should_exit = True
@@ -242,32 +241,6 @@ class Supervisor:
 
 def _print_flushed(line: str) -> None:
     print(line, flush=True)
-
-
-def stop_process_groups(popens: list[subprocess.Popen], grace_s: float) -> None:
-    """SIGTERM the process group each of `popens` leads, give them `grace_s` seconds in all, then SIGKILL what is
-    left of each group (grandchildren too, even after the child itself exited)."""
-    for popen in popens:
-        _signal_group(popen, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    for popen in popens:
-        try:
-            popen.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
-    for popen in popens:
-        _signal_group(popen, signal.SIGKILL)
-        try:
-            popen.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-
-
-def _signal_group(popen: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(popen.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def answers(url: str) -> bool:

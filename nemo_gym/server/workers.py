@@ -6,7 +6,6 @@ they have: a worker that fails takes the others down with it, so ng_run sees the
 fraction of what it was given.
 """
 
-import ctypes
 import os
 import signal
 import socket
@@ -14,13 +13,7 @@ import sys
 import traceback
 from typing import Callable
 
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """Have the kernel SIGTERM this process when its parent dies, even by SIGKILL."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+from nemo_gym.server.process_group import die_with_parent
 
 
 def reuseport_socket(host: str, port: int, *, reuse_address: bool = True) -> socket.socket:

@@ -9,7 +9,6 @@ reporting is off. `reference_collect` runs its collector, `run_reference_python`
 skips: a missing NeMo Gym is a test failure.
 """
 
-import ctypes
 import os
 import re
 import shutil
@@ -27,6 +26,7 @@ import httpx
 import pytest
 import yaml
 
+from nemo_gym.server.process_group import die_with_parent, stop_process_groups
 from tests.helpers.stack import REPO_ROOT, free_port
 
 NEMO_GYM_VENV = REPO_ROOT / ".venv-nemo-gym"
@@ -35,7 +35,7 @@ SERVER_DIRS = (EXAMPLE_ENV, "responses_api_agents/simple_agent", "responses_api_
 AGENT = "example_single_tool_call_simple_agent"
 TAG_ENV = "NG_COMPAT_TEST_TAG"
 READY = re.compile(rb"All (\d+) / \1 servers ready")
-STOP_GRACE_S = 60.0
+REFERENCE_STOP_GRACE_S = 60.0
 
 
 def site_packages() -> Path:
@@ -92,18 +92,6 @@ def kill_tagged(tag: str) -> list[int]:
     return pids
 
 
-def _term_with_parent() -> None:
-    """In the child: SIGTERM when the test process dies, even by SIGKILL (no finally block runs then)."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def _signal_group(popen: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(popen.pid, sig)
-    except ProcessLookupError:
-        pass
-
-
 @dataclass
 class ReferenceStack:
     head_port: int
@@ -144,7 +132,7 @@ def reference_stack(workdir: Path, model_base_url: str, timeout_s: float = 420.0
     log_path = workdir / f"nemo_gym_ng_run-{head_port}.log"
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(args, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_term_with_parent)
+                                 stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
     try:
         deadline = time.monotonic() + timeout_s
         while not READY.search(log_path.read_bytes()):
@@ -156,12 +144,7 @@ def reference_stack(workdir: Path, model_base_url: str, timeout_s: float = 420.0
         httpx.get(f"http://127.0.0.1:{head_port}/server_instances", trust_env=False).raise_for_status()
         yield ReferenceStack(head_port, log_path, tag)
     finally:
-        _signal_group(popen, signal.SIGTERM)
-        try:
-            popen.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            _signal_group(popen, signal.SIGKILL)
-            popen.wait()
+        stop_process_groups([popen], REFERENCE_STOP_GRACE_S)
         kill_tagged(tag)
         shutil.rmtree(ray_dir, ignore_errors=True)
 

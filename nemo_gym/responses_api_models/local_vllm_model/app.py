@@ -13,7 +13,6 @@ vLLM's output goes to this server's log.
 """
 
 import asyncio
-import ctypes
 import logging
 import os
 import signal
@@ -23,23 +22,17 @@ from pathlib import Path
 
 from nemo_gym.config.model_servers import LocalVLLMModelSettings
 from nemo_gym.config.servers import ServerSpec
+from nemo_gym.config.timeouts import LOCAL_VLLM_STOP_GRACE_S
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.responses_api_models.local_vllm_model.command import vllm_command, vllm_env
 from nemo_gym.responses_api_models.local_vllm_model.device import has_nvidia_gpu
 from nemo_gym.responses_api_models.local_vllm_model.weight_transfer import weight_transfer_args
 from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
+from nemo_gym.server.process_group import die_with_parent, signal_group
 from nemo_gym.server.workers import reuseport_socket
 
 logger = logging.getLogger(__name__)
 
-_PR_SET_PDEATHSIG = 1
-_STOP_GRACE_S = 8.0  # inside ng_run's own 10 s grace, so vLLM is stopped by us, not orphaned
-
-
-def _die_with_parent() -> None:
-    # vLLM runs in its own process group (so we can stop all of it), which the supervisor's group kill cannot
-    # reach: have the kernel stop it if this server dies without a graceful shutdown.
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class LocalVLLMModelServer(VLLMModelServer):
@@ -85,7 +78,7 @@ class LocalVLLMModelServer(VLLMModelServer):
         command = self.vllm_command(port)
         logger.info("starting vLLM: %s", " ".join(command))
         self._vllm = subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent
+            command, env=env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
         )
         self._watch = asyncio.create_task(self._watch_vllm(self._vllm))
 
@@ -118,17 +111,12 @@ class LocalVLLMModelServer(VLLMModelServer):
         await super().shutdown()
 
     async def _stop_vllm(self, vllm: subprocess.Popen) -> None:
-        _signal_group(vllm.pid, signal.SIGTERM)
+        signal_group(vllm.pid, signal.SIGTERM)
         try:
-            await asyncio.to_thread(vllm.wait, _STOP_GRACE_S)
+            await asyncio.to_thread(vllm.wait, LOCAL_VLLM_STOP_GRACE_S)
         except subprocess.TimeoutExpired:
-            logger.warning("vLLM did not stop in %.0f s; killing it", _STOP_GRACE_S)
-        _signal_group(vllm.pid, signal.SIGKILL)  # also whatever engine processes outlived vLLM's main one
+            logger.warning("vLLM did not stop in %.0f s; killing it", LOCAL_VLLM_STOP_GRACE_S)
+        signal_group(vllm.pid, signal.SIGKILL)  # also whatever engine processes outlived vLLM's main one
         await asyncio.to_thread(vllm.wait, 5)
 
 
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -32,8 +32,8 @@ A replica that accepts requests and never answers is found by hang_watch.py: its
 counts towards ejection.
 
 `hash`: a session always goes to the first replica in service in its own order of the replicas (rendezvous hashing),
-whatever their load: the routing of NeMo Gym and of consistent hashing, kept for comparison and for setups that want
-the placement fixed.
+whatever their load: the routing of NeMo Gym and of consistent hashing. No setting selects it; it is the baseline the
+fleet benchmark (benchmarks/perf/fleet.py) measures `load_aware` against.
 
 The model server runs several worker processes, and the kernel spreads connections (not sessions) over them, so a
 session's turns reach different workers. The routing state is therefore one table for the whole server, in an
