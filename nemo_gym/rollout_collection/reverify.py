@@ -34,7 +34,7 @@ from nemo_gym.rollout_collection.engine import RolloutEngine
 from nemo_gym.rollout_collection.keys import KeySet
 from nemo_gym.rollout_collection.progress import Progress
 from nemo_gym.rollout_collection.resume_check import check_fresh, config_changes, file_size
-from nemo_gym.rollout_collection.reverify_plan import Key, Step, Survey, plan_steps, survey
+from nemo_gym.rollout_collection.reverify_plan import Key, RowAction, Survey, plan_steps, survey
 from nemo_gym.rollout_collection.rollout import RolloutFailure, RolloutPolicy, RolloutSuccess
 from nemo_gym.rollout_collection.runner import Runner
 from nemo_gym.rollout_collection.store import (
@@ -81,7 +81,7 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def _steps(config: RolloutReverificationConfig) -> Generator[Step, None, None]:
+def _steps(config: RolloutReverificationConfig) -> Generator[RowAction, None, None]:
     return plan_steps(Path(config.input_jsonl_fpath), config.source_materialized_fpath, config.failed_only)
 
 
@@ -184,7 +184,7 @@ class _PassThrough:
         self.output, self.failures, self.done, self.recorded, self.progress = output, failures, done, recorded, progress
         self.copied = 0
 
-    def to_verify(self, steps: Iterator[Step]) -> Iterator[bytes]:
+    def to_verify(self, steps: Iterator[RowAction]) -> Iterator[bytes]:
         """The /verify bodies of the steps to verify that are not done yet; the other steps written on the way."""
         for step in steps:
             if step.key in self.done or step.action == "missing":

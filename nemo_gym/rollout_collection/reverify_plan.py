@@ -3,7 +3,7 @@
 A run's files hold, for every key of its materialized inputs (the rows exactly as the agents got them), one of: a
 rollout in the output (verified), a failure record that kept the rollout (its verification failed: the record's
 `rollout` field, or, in a NeMo Gym sidecar, the record itself with its `response`), a failure record without one (the
-rollout failed before it was verified), or nothing (the run never got to it). Each becomes a `Step`:
+rollout failed before it was verified), or nothing (the run never got to it). Each becomes a `RowAction`:
 
     verify   the /verify body the agent sent: the materialized row plus the rollout's `response` (and the rollout's
              model calls, `_ng_model_calls`, which the agent adds after /verify and re-verification keeps)
@@ -34,7 +34,7 @@ Action = Literal["verify", "copy", "carry", "missing"]
 Key = tuple[int, int]
 
 
-class Step(NamedTuple):
+class RowAction(NamedTuple):
     action: Action
     key: Key
     inputs_line: bytes  # the materialized row
@@ -72,8 +72,8 @@ def _kept_rollout(record_line: bytes) -> bool:
 
 
 def plan_steps(rollouts: Path, materialized: Path, failed_only: bool, work_dir: Path | None = None
-               ) -> Generator[Step, None, None]:
-    """One Step per key of `materialized`, in key order, from the run whose rollouts file is `rollouts` (the key
+               ) -> Generator[RowAction, None, None]:
+    """One RowAction per key of `materialized`, in key order, from the run whose rollouts file is `rollouts` (the key
     indexes of large files spill to `work_dir`, by default the system's temporary folder)."""
     failures_path = RunPaths(rollouts).failures
     failures = latest_failures([failures_path])
@@ -86,15 +86,15 @@ def plan_steps(rollouts: Path, materialized: Path, failed_only: bool, work_dir: 
             while pending is not None and (pending.task, pending.rollout) < key:
                 pending = next(done, None)  # a rollout the inputs do not hold: not this run's
             if pending is not None and (pending.task, pending.rollout) == key:
-                yield Step("copy" if failed_only else "verify", key, entry.line, pending.line, rollouts,
+                yield RowAction("copy" if failed_only else "verify", key, entry.line, pending.line, rollouts,
                            pending.offset)
             elif key in failures:
                 record = failures[key]
                 line = os.pread(failure_file.fileno(), record.length, record.offset)
-                yield Step("verify" if _kept_rollout(line) else "carry", key, entry.line, line, failures_path,
+                yield RowAction("verify" if _kept_rollout(line) else "carry", key, entry.line, line, failures_path,
                            record.offset)
             else:
-                yield Step("missing", key, entry.line, b"", None, 0)
+                yield RowAction("missing", key, entry.line, b"", None, 0)
 
 
 @dataclass
@@ -106,7 +106,7 @@ class Survey:
     rollouts_per_task: int = 1
 
 
-def survey(steps: Iterator[Step]) -> Survey:
+def survey(steps: Iterator[RowAction]) -> Survey:
     found = Survey()
     for step in steps:
         found.actions[step.action] += 1
