@@ -16,8 +16,9 @@ by a latency and stop during a pause, so at the start or after a pause they unde
 one request per Retry-After. While no 429 comes, the learned rate grows quickly
 (`FAST_GROWTH_PER_S`) up to `PLATEAU` of the remembered limit (without bound before one is known), then slowly
 (`SLOW_GROWTH_PER_S`) to find out whether the endpoint now allows more; it grows no further than `HEADROOM` times the
-answered rate, and growth never lowers it. Reservations of requests still waiting when a 429 comes are void (an epoch counter): their holders reserve
-again, spaced at the new rate, instead of all sending when the pause ends, while what was already sent stays counted
+answered rate, and growth never lowers it. Reservations of requests still waiting when a 429 comes are void (an
+epoch counter): their holders reserve again, spaced at the new rate, instead of all sending when the pause ends,
+while what was already sent stays counted
 (the budgets keep a second time that counts only sent requests). The configured limits are never exceeded.
 
 A request may bring a deadline (`acquire(deadline=...)`): when its turn would come after it, `acquire` raises
@@ -27,20 +28,18 @@ billed, then timed out), and fails as rate-limited. A 429 whose wait is longer t
 when the endpoint serves again. Every 429, waited out or not, is counted (`rate_limited_count`, for the collector's
 progress line: endpoint_calls.py).
 
-The state lives in an anonymous shared memory page with a process-shared lock. The launcher builds its server object
-before it forks the workers (nemo_gym.server.launch), so the first limiter made for a server is inherited by every
-worker, and each worker's own server object finds it in `_SHARED`: the limits hold for the server as a whole, not
-per worker.
+The state lives in memory the server's worker processes share, behind a lock shared with them too
+(nemo_gym.server.fork_shared): the limits hold for the server as a whole, not per worker.
 """
 
 import asyncio
 import math
-import mmap
-import multiprocessing
 import struct
 import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
+
+from nemo_gym.server.fork_shared import SharedPage, made_once
 
 BURST_S = 0.5  # how much of a budget may go out at once: half a second of its rate
 CUT = 0.85  # a 429 sets the learned rate to this share of the rate that met it
@@ -102,8 +101,8 @@ class _SharedState:
     """`_Fields` in memory shared with forked children, behind a lock shared with them too."""
 
     def __init__(self) -> None:
-        self._page = mmap.mmap(-1, _LAYOUT.size)  # anonymous and MAP_SHARED: a fork maps the same page
-        self._lock = multiprocessing.get_context("fork").Lock()
+        shared = SharedPage(_LAYOUT.size)
+        self._page, self._lock = shared.memory, shared.lock
         _LAYOUT.pack_into(self._page, 0, *vars(_Fields()).values())
 
     def update(self, change: Callable[[_Fields], T]) -> T:
@@ -288,13 +287,7 @@ class EndpointLimiter:
         return int(self._state.read().rate_limited)
 
 
-_SHARED: dict[tuple[str, Budgets], EndpointLimiter] = {}
-
-
 def shared_limiter(server: str, budgets: Budgets) -> EndpointLimiter:
-    """The limiter of model server `server`: made once per process tree (see the module docstring), so the server's
-    worker processes share one."""
-    key = (server, budgets)
-    if key not in _SHARED:
-        _SHARED[key] = EndpointLimiter(budgets)
-    return _SHARED[key]
+    """The limiter of model server `server`: made once per process tree, so the server's worker processes share
+    one."""
+    return made_once(("rate limits", server, budgets), lambda: EndpointLimiter(budgets))

@@ -46,8 +46,6 @@ the endpoint rate limits are shared (responses_api_models/rate_limits.py).
 
 import hashlib
 import math
-import mmap
-import multiprocessing
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,6 +53,7 @@ from typing import Awaitable, Callable, Iterator, Literal
 
 from nemo_gym.config.model_servers import OutlierRules
 from nemo_gym.failures import FailureClass, RequestFailed
+from nemo_gym.server.fork_shared import SharedPage, made_once
 
 RoutingMode = Literal["load_aware", "hash"]
 OVERLOAD_FACTOR = 1.25
@@ -138,8 +137,8 @@ class _SharedTable:
         self.replicas = replicas
         slots = SESSION_BUCKETS * SESSION_WAYS
         sizes = (8 * replicas * _REPLICA_FIELDS, 8 * len(_COUNTERS), 8 * slots, 8 * slots)
-        self._page = mmap.mmap(-1, sum(sizes))  # anonymous and MAP_SHARED: a fork maps the same memory
-        view, offset = memoryview(self._page), 0
+        self._shared = SharedPage(sum(sizes))
+        view, offset = memoryview(self._shared.memory), 0
         parts = []
         for size in sizes:
             parts.append(view[offset:offset + size])
@@ -148,7 +147,7 @@ class _SharedTable:
         self.counters = parts[1].cast("q")
         self.fingerprints = parts[2].cast("Q")
         self.owners = parts[3].cast("q")  # (recency stamp << 16) | replica index
-        self.lock = multiprocessing.get_context("fork").Lock()
+        self.lock = self._shared.lock
 
 
 class ReplicaRouter:
@@ -490,13 +489,8 @@ async def probe(router: ReplicaRouter, index: int, check: Callable[[], Awaitable
     return True
 
 
-_SHARED: dict[tuple[str, int, str, OutlierRules], ReplicaRouter] = {}
-
-
 def shared_router(server: str, replicas: int, mode: RoutingMode, rules: OutlierRules = OutlierRules()) -> ReplicaRouter:
     """The router of model server `server`: made once per process tree, so the server's worker processes share
     it (see the module docstring)."""
-    key = (server, replicas, mode, rules)
-    if key not in _SHARED:
-        _SHARED[key] = ReplicaRouter(replicas, mode, rules=rules)
-    return _SHARED[key]
+    return made_once(("replica router", server, replicas, mode, rules),
+                     lambda: ReplicaRouter(replicas, mode, rules=rules))
