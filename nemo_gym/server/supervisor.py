@@ -75,6 +75,10 @@ def _reserve_port(server: str, host: str, port: int | None) -> socket.socket:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port free now, released at once. Kept beside `_reserve_port` for a port that is named to a process before
+    that process binds it itself (ng_view's own server, a head server port on another command's line, the tests'
+    stacks): the port may be handed out again in between, so ng_run's servers, which bind with SO_REUSEPORT and would
+    then share it silently, take a held reservation instead; a plain bind that loses the race fails loudly."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
