@@ -26,7 +26,7 @@ from nemo_gym.rollout_collection.config import (
 )
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
-from nemo_gym.rollout_collection.knee import AUTOMATIC_CEILING, ThroughputKnee
+from nemo_gym.rollout_collection.knee import AUTOMATIC_CEILING, ThroughputKnee, first_level
 from nemo_gym.rollout_collection.dry_run import plan_collection
 from nemo_gym.rollout_collection.model_server_stats import ModelServerStats
 from nemo_gym.rollout_collection.engine import RolloutEngine
@@ -257,7 +257,7 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
     engine = RolloutEngine(servers, RolloutPolicy.from_config(config))
     engine.run_budget = budget = RetryBudget(max_failure_rate=config.max_failure_rate,
                                              pause_s=config.failure_pause_s, retry_ratio=config.retry_budget, say=_say)
-    limit = _concurrency(config)
+    limit = _concurrency(config, plan.shard_rollouts - progress.initial)
     counters = RunCounters()
     live = await ModelServerStats.of_run(servers)  # the model servers' counts before the first rollout
     counters.live_rate_limited = lambda: live.count
@@ -317,13 +317,14 @@ def _ceiling(config: RolloutCollectionConfig) -> int:
     return config.num_samples_in_parallel or DEFAULT_NUM_SAMPLES_IN_PARALLEL  # the config's validator made it set
 
 
-def _concurrency(config: RolloutCollectionConfig) -> AdaptiveLimit:
-    """The run's in-flight limit: automatic up to its ceiling (each change said as it happens), or fixed."""
+def _concurrency(config: RolloutCollectionConfig, rollouts: int) -> AdaptiveLimit:
+    """The in-flight limit of a run of `rollouts`: automatic up to its ceiling, from `first_level` (each change said
+    as it happens), or fixed."""
     ceiling = _ceiling(config)
     if not config.adaptive_concurrency:
         return AdaptiveLimit(ceiling, Fixed(), initial=ceiling)
     policy = ThroughputKnee(ceiling)
-    limit = AdaptiveLimit(ceiling, policy)
+    limit = AdaptiveLimit(ceiling, policy, initial=first_level(rollouts, ceiling))
 
     def say_change(old: int, new: int, outcome: Outcome) -> None:
         if outcome.rate_limited and new < old:

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from nemo_gym.rollout_collection.concurrency import Aimd, Outcome
+from nemo_gym.rollout_collection.concurrency import INITIAL_LEVEL, Aimd, Outcome
 
 # The ceiling when the user set none: 64 replicas of 256 sequences. The level stays near the knee, far below it
 # for a smaller fleet; the collector opens workers and connections only as the level rises.
@@ -51,6 +51,12 @@ DROP_SHARE = 0.5  # a held round below this share of the level's throughput does
 HOLD_WEIGHT = 0.25  # weight of a held round in the level's throughput (an exponential mean of its rounds)
 
 Mode = Literal["climb", "hold"]
+
+
+def first_level(rollouts: int, ceiling: int) -> int:
+    """The level a run of `rollouts` starts at: one shorter than a round (`MIN_WINDOW`) never measures one, so it
+    starts with all of them in flight (up to `ceiling`), as a fixed setting would; a longer one at INITIAL_LEVEL."""
+    return min(ceiling, rollouts) if rollouts < MIN_WINDOW else min(ceiling, INITIAL_LEVEL)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ import pytest
 
 from benchmarks.fleet.events import EventQueue
 from benchmarks.fleet.inprocess import admit_now
-from nemo_gym.rollout_collection.concurrency import DECREASE, AdaptiveLimit, Outcome
-from nemo_gym.rollout_collection.knee import MIN_WINDOW, REPROBE_ROUNDS, STEP, ThroughputKnee
+from nemo_gym.rollout_collection.concurrency import DECREASE, INITIAL_LEVEL, AdaptiveLimit, Outcome
+from nemo_gym.rollout_collection.knee import MIN_WINDOW, REPROBE_ROUNDS, STEP, ThroughputKnee, first_level
 
 Curve = Callable[[int], float]  # rollouts in flight -> rollouts/s the fleet finishes
 
@@ -169,3 +169,11 @@ def test_after_a_429_cut_the_level_holds_at_the_cut_and_a_probe_comes_back_to_it
     probe = math.ceil(cut * STEP)
     assert [level for level, _ in changes] == [probe, cut, probe, cut]
     assert changes[0][1] >= REPROBE_ROUNDS  # nothing above the cut before the hold's rounds have passed
+
+
+def test_a_run_too_short_to_measure_a_round_starts_with_all_its_rollouts_in_flight() -> None:
+    assert first_level(50, ceiling=16384) == 50  # the README's main job: never waits on a level it cannot climb
+    assert first_level(50, ceiling=8) == 8
+    assert first_level(MIN_WINDOW - 1, ceiling=16384) == MIN_WINDOW - 1
+    assert first_level(MIN_WINDOW, ceiling=16384) == INITIAL_LEVEL
+    assert first_level(10_000, ceiling=4) == 4
