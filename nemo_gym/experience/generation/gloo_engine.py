@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
-from torch._C._distributed_c10d import ProcessGroupGloo
 from vllm.distributed.weight_transfer.base import (
     WeightTransferEngine,
     WeightTransferInitInfo,
@@ -37,6 +36,7 @@ from vllm.model_executor.model_loader.reload import finalize_layerwise_processin
 
 from nemo_gym.config.timeouts import WEIGHT_UPDATE_TIMEOUT_S
 from nemo_gym.experience.generation.gloo_wire import MODEL_LEFT_INCOMPLETE, StagedReceive, join_group
+from nemo_gym.experience.generation.torch_private import ProcessGroupGloo
 from nemo_gym.experience.generation.weight_source import TensorMeta, dtype_from_name
 
 RECEIVE, APPLY = "receive", "apply"

@@ -15,11 +15,12 @@ Only torch and the standard library are imported here.
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Optional, cast
+from typing import Any, Optional
 
 import torch
-from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo, Store, TCPStore
 
+from nemo_gym.experience.generation.torch_private import (ProcessGroupGloo, Store, TCPStore, broadcast,
+                                                          gloo_group)
 from nemo_gym.experience.generation.weight_source import TensorMeta, WeightSource, checked_tensors
 from nemo_gym.loopback import is_loopback
 
@@ -32,25 +33,14 @@ _ARRIVAL_POLL_S = 0.01  # how often the trainer looks for workers that have not 
 
 def _gloo_group(store: Store, rank: int, world_size: int, peer_address: str, timeout_s: float) -> ProcessGroupGloo:
     """Join the group whose rank 0 listens on `peer_address`: over loopback when that is loopback (the traffic never
-    leaves the machine), else over gloo's default interface (GLOO_SOCKET_IFNAME, or the host name's address). Blocks
-    until every rank joined, at most `timeout_s`, which also bounds each later collective."""
-    gloo: Any = ProcessGroupGloo  # torch's stubs lack the constructor that takes options
-    options = gloo._Options()
-    options._devices = [gloo.create_device(hostname="127.0.0.1") if is_loopback(peer_address)
-                        else gloo.create_device()]
-    options._timeout = timedelta(seconds=timeout_s)
-    return cast(ProcessGroupGloo, gloo(PrefixStore(_STORE_PREFIX, store), rank, world_size, options))
+    leaves the machine). Blocks until every rank joined, at most `timeout_s`."""
+    return gloo_group(store, _STORE_PREFIX, rank, world_size, is_loopback(peer_address), timeout_s)
 
 
 def _arrival_key(rank: int) -> str:
     """Set by a worker in the trainer's store before it joins the group: the trainer waits for every worker's, so a
     rendezvous it gives up on (the replica's init failed) ends when it closes, not at gloo's timeout."""
     return f"nemo_gym_arrived/{rank}"  # outside the group's prefix: gloo's own keys cannot meet it
-
-
-def _broadcast(group: ProcessGroupGloo, tensor: torch.Tensor) -> None:
-    """Rank 0's `tensor` into every rank's `tensor`, in place; returns once this rank's part is done."""
-    cast(Any, group).broadcast(tensor, 0).wait()  # torch's stubs lack the (tensor, root) form
 
 
 class TrainerGroup:
@@ -94,7 +84,7 @@ class TrainerGroup:
             raise RuntimeError("connect() the trainer's gloo group before sending")
         sent = 0
         for meta, tensor in checked_tensors(source, metas):
-            _broadcast(self._group, tensor.cpu())
+            broadcast(self._group, tensor.cpu())
             sent += meta.nbytes
         return sent
 
@@ -136,7 +126,7 @@ class StagedReceive:
     def _run(self) -> None:
         try:
             for buffer in self.buffers:
-                _broadcast(self._group, buffer)
+                broadcast(self._group, buffer)
                 self.received += 1
         except BaseException as exc:  # noqa: BLE001 - reported by tensors(); a thread has no caller to raise to
             self._error = exc
