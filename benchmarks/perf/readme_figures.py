@@ -4,14 +4,19 @@
     python -m benchmarks.perf.readme_figures --write    # re-render every block from the results files
 
 A block is `<!-- figures:NAME -->` ... `<!-- /figures:NAME -->` (names: benchmarks.perf.figure_tables.RENDERERS).
-The check also refuses a rate (rollouts/s, requests/s, tokens/s) written by hand outside a block, in README.md and in
-the docs pages this project's benchmarks own.
+The check also refuses, in README.md and in the docs pages this project's benchmarks own, a rate (rollouts/s,
+requests/s, tokens/s) written by hand outside a block, and a factor ("2.28x") or a time in milliseconds ("0.8 ms")
+written by hand in a paragraph that neither cites a results file holding that number (`benchmarks/results/...json`,
+to the figure's precision; a time also as seconds) nor is marked `<!-- context -->` (a setting, a fault's definition,
+a one-off measurement said to be one).
 """
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
+from typing import Any, Iterator
 
 from benchmarks.perf.figure_tables import RENDERERS, load
 from benchmarks.perf.results import REPO_ROOT
@@ -22,6 +27,11 @@ OWNED = ("README.md", "docs/performance.md", "docs/trainers.md", "docs/benchmark
          "docs/collection.md", "docs/protocol.md", "docs/environments.md", "docs/slurm.md")
 HAND_RATE = re.compile(r"\d[\d,.]*\s*(?:rollouts/s|requests/s|req/s|tok/s|tokens/s)")
 FENCE = re.compile(r"```.*?```", re.S)
+HAND_FACTOR = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?[x×](?!\w)")
+HAND_TIME = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?(ms|µs)\b")
+RESULTS_CITED = re.compile(r"benchmarks/results/[\w/.-]+?\.json")
+CONTEXT = "<!-- context -->"
+_TIME_TO_S = {"ms": 1e-3, "µs": 1e-6}
 
 
 def pages(root: Path = REPO_ROOT) -> list[Path]:
@@ -66,7 +76,59 @@ def problems(root: Path = REPO_ROOT) -> list[str]:
             outside = FENCE.sub("", BLOCK.sub("", text))
             for rate in HAND_RATE.finditer(outside):
                 found.append(f"{rel}: '{rate.group(0)}' is written by hand; quote it through a figure block")
+            blanked = FENCE.sub(_blank, BLOCK.sub(_blank, text))  # the same lines, without blocks and code
+            found += [f"{rel}:{problem}" for problem in _unbacked_figures(blanked)]
     return found
+
+
+def _blank(match: re.Match) -> str:
+    return "\n" * match.group(0).count("\n")
+
+
+def _unbacked_figures(text: str) -> Iterator[str]:
+    """'LINE: problem' for each factor and time in milliseconds of `text` (a page, its blocks blanked) that no
+    results file its paragraph cites holds, in paragraphs not marked as context."""
+    for paragraph in re.finditer(r"(?:[^\n]*\S[^\n]*(?:\n|$))+", text):
+        if CONTEXT in paragraph.group(0):
+            continue
+        figures = [(m, 1.0) for m in HAND_FACTOR.finditer(paragraph.group(0))]
+        figures += [(m, _TIME_TO_S[m.group(2)]) for m in HAND_TIME.finditer(paragraph.group(0))]
+        if not figures:
+            continue
+        numbers = [n for path in sorted(set(RESULTS_CITED.findall(paragraph.group(0)))) for n in _numbers_in(path)]
+        for figure, to_s in figures:
+            shown = figure.group(1)
+            if not any(_rounds_to(n, shown) or (to_s != 1.0 and _rounds_to(n / to_s, shown)) for n in numbers):
+                line = text[:paragraph.start() + figure.start()].count("\n") + 1
+                yield (f"{line}: '{figure.group(0)}' is written by hand and no results file its paragraph cites holds "
+                       f"it: quote it through a figure block, cite the file, or mark the paragraph {CONTEXT}")
+
+
+def _numbers_in(cited: str) -> list[float]:
+    path = REPO_ROOT / cited
+    if not path.exists():
+        return []
+
+    def walk(value: Any) -> Iterator[float]:
+        if isinstance(value, bool):
+            return
+        if isinstance(value, (int, float)):
+            yield float(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from walk(item)
+
+    return list(walk(json.loads(path.read_text())))
+
+
+def _rounds_to(value: float, shown: str) -> bool:
+    """Whether `value` is `shown` (a figure as written, with its thousands commas) at the figure's precision."""
+    shown = shown.replace(",", "")
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    return abs(value - float(shown)) <= 0.5 * 10 ** -decimals + 1e-12
 
 
 def write(root: Path = REPO_ROOT) -> list[Path]:

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.perf.__main__ import BENCHMARKS
+from benchmarks.perf.figure_tables import load
 from benchmarks.perf.readme_figures import BLOCK, problems, write
 from tests.helpers.stack import REPO_ROOT
 
@@ -49,6 +50,23 @@ def test_a_rate_written_outside_a_block_is_refused(tmp_path: Path) -> None:
         readme.write("\nIt collects 5,000 rollouts/s on a laptop.\n")
     assert set(problems(root)) - set(before) == {
         "README.md: '5,000 rollouts/s' is written by hand; quote it through a figure block"}
+
+
+def test_a_factor_or_a_time_its_cited_results_file_does_not_hold_is_refused(tmp_path: Path) -> None:
+    root = _copy_pages(tmp_path)
+    before = problems(root)
+    held = load("chaos")["faults"][0]["throughput_vs_healthy"]
+    with open(root / "docs" / "performance.md", "a") as page:
+        page.write(f"\nA sick replica costs nothing: {held:.3f}x the healthy fleet "
+                   "(`benchmarks/results/chaos.json`).\n")
+        page.write("\nA sick replica costs nothing: 9.99x the healthy fleet, ejected in 7.7 ms "
+                   "(`benchmarks/results/chaos.json`).\n")
+        page.write("\nThe goal is 0.3x, a setting and not a measurement.\n<!-- context -->\n")
+    line = (REPO_ROOT / "docs" / "performance.md").read_text().count("\n") + 4  # the second paragraph added
+    refused = "is written by hand and no results file its paragraph cites holds it"
+    assert sorted(set(problems(root)) - set(before)) == sorted(
+        f"docs/performance.md:{line}: '{figure}' {refused}: quote it through a figure block, cite the file, or mark "
+        f"the paragraph <!-- context -->" for figure in ("9.99x", "7.7 ms"))
 
 
 def test_the_runner_lists_every_benchmark_and_each_is_a_module() -> None:
