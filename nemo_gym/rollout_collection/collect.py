@@ -5,11 +5,12 @@ input rows, the state of the output) is found before the first rollout, and an e
 was. While the run goes, `<stem>_progress.json` says where it stands (run_counters.py).
 """
 
+import math
 import os
 import sys
 import time
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -26,7 +27,8 @@ from nemo_gym.rollout_collection.config import (
 )
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.keys import KeySet
-from nemo_gym.rollout_collection.knee import AUTOMATIC_CEILING, ThroughputKnee, first_level
+from nemo_gym.rollout_collection.engine_level import EngineLevel, start_level
+from nemo_gym.rollout_collection.knee import AUTOMATIC_CEILING, MIN_WINDOW, ThroughputKnee, first_level
 from nemo_gym.rollout_collection.dry_run import plan_collection
 from nemo_gym.rollout_collection.model_server_stats import ModelServerStats
 from nemo_gym.rollout_collection.engine import RolloutEngine
@@ -57,6 +59,7 @@ from nemo_gym.run_files.rows import iter_lines
 from nemo_gym.server.client import ServerClient
 
 AGENT_KIND = "responses_api_agents"
+SAY_LEVEL_EVERY_S = 10.0  # the console says a change of the level at most this often (a 429 cut always)
 RESUME_HINT = "rerun the same command with +resume_from_cache=true"
 
 
@@ -257,11 +260,12 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
     engine = RolloutEngine(servers, RolloutPolicy.from_config(config))
     engine.run_budget = budget = RetryBudget(max_failure_rate=config.max_failure_rate,
                                              pause_s=config.failure_pause_s, retry_ratio=config.retry_budget, say=_say)
-    limit = _concurrency(config, plan.shard_rollouts - progress.initial)
     counters = RunCounters()
     live = await ModelServerStats.of_run(servers)  # the model servers' counts before the first rollout
+    limit = _concurrency(config, plan.shard_rollouts - progress.initial, live)
     counters.live_rate_limited = lambda: live.count
     counters.live_replicas = lambda: live.replicas
+    counters.live_engine = lambda: asdict(load) if (load := live.fleet_load()) else None
     progress.detail = lambda: _detail(limit, counters)
     failures = AppendFile(config.failures_jsonl_fpath)
     runner = Runner(engine, config.max_total_attempts, state.output, failures, state.done, state.prior_attempts,
@@ -271,7 +275,7 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
     runner.row_listeners.append(tokens.on_row)
     if uploader:
         runner.row_listeners.append(uploader.on_row)
-    in_parallel = (f"up to {config.num_samples_in_parallel} in parallel, from {limit.level}"
+    in_parallel = (f"up to {config.num_samples_in_parallel} in parallel, from {limit.level}: {limit.policy.reason}"
                    if config.adaptive_concurrency else f"{config.num_samples_in_parallel} in parallel")
     _say(f"collecting {plan.shard_rollouts - progress.initial} of {plan.shard_rollouts} rollouts "
          f"({in_parallel}) into {config.output_path}; progress in {config.run_paths.progress}")
@@ -317,22 +321,40 @@ def _ceiling(config: RolloutCollectionConfig) -> int:
     return config.num_samples_in_parallel or DEFAULT_NUM_SAMPLES_IN_PARALLEL  # the config's validator made it set
 
 
-def _concurrency(config: RolloutCollectionConfig, rollouts: int) -> AdaptiveLimit:
-    """The in-flight limit of a run of `rollouts`: automatic up to its ceiling, from `first_level` (each change said
-    as it happens), or fixed."""
+def _concurrency(config: RolloutCollectionConfig, rollouts: int, live: ModelServerStats) -> AdaptiveLimit:
+    """The in-flight limit of a run of `rollouts`: fixed, or automatic up to its ceiling (each change said as it
+    happens): from vLLM's own signals where every model server reads them (engine_level.py), else by the
+    throughput knee (knee.py); a run too short to measure starts with all its rollouts in flight."""
     ceiling = _ceiling(config)
     if not config.adaptive_concurrency:
         return AdaptiveLimit(ceiling, Fixed(), initial=ceiling)
-    policy = ThroughputKnee(ceiling)
-    limit = AdaptiveLimit(ceiling, policy, initial=first_level(rollouts, ceiling))
+    load = live.fleet_load()
+    short = rollouts < MIN_WINDOW
+    policy: ThroughputKnee | EngineLevel
+    if load is None:
+        policy = ThroughputKnee(ceiling)
+        limit = AdaptiveLimit(ceiling, policy, initial=first_level(rollouts, ceiling))
+    else:
+        start = first_level(rollouts, ceiling) if short else start_level(load, ceiling)
+        policy = EngineLevel(ceiling, start, load)
+        limit = AdaptiveLimit(ceiling, policy, initial=start)
+
+        def follow_vllm() -> None:
+            if (now := live.fleet_load()) is not None:
+                policy.observe(now, limit.level, limit.in_flight >= limit.level)
+
+        live.listeners.append(follow_vllm)
+    if short:
+        policy.reason = f"{rollouts} rollouts, too few to measure a level by: as many at once as the ceiling allows"
+    said_at = -math.inf
 
     def say_change(old: int, new: int, outcome: Outcome) -> None:
+        nonlocal said_at
         if outcome.rate_limited and new < old:
             _say(f"concurrency {old} -> {new} (ceiling {ceiling}): a rollout met {outcome.rate_limited} 429s")
-        elif policy.points:
-            measured = policy.points[-1]
-            _say(f"concurrency {old} -> {new} (ceiling {ceiling}): {measured.throughput:.1f} rollouts/s at "
-                 f"{measured.level} in flight")
+        elif time.monotonic() - said_at >= SAY_LEVEL_EVERY_S:
+            said_at = time.monotonic()
+            _say(f"concurrency {old} -> {new} (ceiling {ceiling}): {policy.reason}")
 
     limit.listeners.append(say_change)
     return limit

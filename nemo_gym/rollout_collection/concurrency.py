@@ -34,6 +34,8 @@ class Outcome:
 
 
 class ConcurrencyPolicy(Protocol):
+    reason: str  # what the level was last set on, for the progress line and file
+
     def next_level(self, level: int, outcome: Outcome, admitted: int) -> int:
         """The level after `outcome`; `admitted` is the gate's admission count now."""
 
@@ -47,12 +49,14 @@ class Aimd:
         self._cut_at = 0  # admissions when the level was last cut
         self._doubling = True
         self._credit = 0.0  # growth earned but not yet a whole rollout
+        self.reason = "doubling while no rollout meets a 429"
 
     def next_level(self, level: int, outcome: Outcome, admitted: int) -> int:
         if outcome.rate_limited:
             if outcome.admitted < self._cut_at:
                 return level  # let in before the last cut, which already answered it
             self._cut_at, self._doubling, self._credit = admitted, False, 0.0
+            self.reason = f"cut: a rollout met {outcome.rate_limited} 429s; growing by one a round since"
             return max(1, int(level * self.decrease))
         if outcome.failed:
             return level
@@ -64,6 +68,8 @@ class Aimd:
 
 class Fixed:
     """The level stays where it started (a caller that asked for an exact concurrency)."""
+
+    reason = "fixed: adaptive_concurrency is off"
 
     def next_level(self, level: int, outcome: Outcome, admitted: int) -> int:
         return level

@@ -75,6 +75,7 @@ class ThroughputKnee:
         self.gain = gain
         self.clock = clock
         self.mode: Mode = "climb"
+        self.reason = "climbing while the throughput grows with the level"  # what the last change was made on
         self.best: Point | None = None  # the highest level that paid, with its latest throughput
         self.points: list[Point] = []  # every measurement, in order
         self._aimd = Aimd(ceiling)
@@ -95,6 +96,7 @@ class ThroughputKnee:
                 # hold before probing starts afresh.
                 self.mode, self.best, self._first_look, self._probing, self._held_rounds = "hold", None, None, False, 0
                 self._restart(admitted)
+                self.reason = f"cut: a rollout met {outcome.rate_limited} 429s"
             return cut
         if outcome.failed:
             return level
@@ -112,6 +114,7 @@ class ThroughputKnee:
             return level
         measured = Point(level, self._count / max(now - self._started, 1e-9))
         self.points.append(measured)
+        self.reason = f"{measured.throughput:.1f} rollouts/s at {measured.level} in flight"
         self._count, self._started = 0, now
         new = self._decide(measured)
         if new != level:

@@ -49,6 +49,8 @@ class RunCounters:
     live_rate_limited: Callable[[], int | None] = lambda: None
     # Per model server that routes over replicas, each replica's state as last read (model_server_stats.py).
     live_replicas: Callable[[], dict[str, list[dict[str, Any]]]] = dict
+    # The run's vLLM replicas together, as last read from their /metrics (engine_level.FleetLoad); None: not read.
+    live_engine: Callable[[], dict[str, Any] | None] = lambda: None
 
     @property
     def rate_limited_so_far(self) -> int:
@@ -133,12 +135,14 @@ class ProgressFileTicker:
             "rate_per_s": round(rate, 3),
             "eta_s": round(remaining / rate, 1) if rate > 0 and remaining > 0 else None,
             "mean_reward": None if mean is None else round(mean, 6),
-            "concurrency": {"level": self.limit.level, "ceiling": self.limit.ceiling},
+            "concurrency": {"level": self.limit.level, "ceiling": self.limit.ceiling,
+                            "reason": self.limit.policy.reason},
             "rate_limited": counters.rate_limited_so_far,
             "retries": {"rollouts": counters.rollout_retries, "model_calls": counters.model_call_retries,
                         "refused": self.budget.refused_retries},
             "agents": {name: asdict(counts) for name, counts in sorted(counters.agents.items())},
             **({"replicas": replicas} if (replicas := counters.live_replicas()) else {}),
+            **({"engine": engine} if (engine := counters.live_engine()) else {}),
         }
 
     def write(self, state: str, message: str = "") -> None:

@@ -46,4 +46,5 @@ def test_limit_zero_materialized_path_and_null_parallel_in_a_real_run(collection
     assert len(read_rows(materialized)) == 7
     assert not sidecar(out, "_materialized_inputs.jsonl").exists()
     # Seven rollouts never make a round of the automatic level: all of them start at once, as a fixed setting would.
-    assert f"(up to {DEFAULT_NUM_SAMPLES_IN_PARALLEL} in parallel, from 7)" in result.stdout + result.stderr
+    assert f"(up to {DEFAULT_NUM_SAMPLES_IN_PARALLEL} in parallel, from 7: 7 rollouts, too few to measure a level by" \
+        in result.stdout + result.stderr

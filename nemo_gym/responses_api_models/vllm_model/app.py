@@ -7,7 +7,8 @@ see endpoint_calls.py), held by this server as a whole.
 
 Each generation request goes through `EndpointCalls` (paced, re-sent after a 429, measured); a Responses reply
 carries the call's record under `nemo_gym.model_calls.REPLY_FIELD`. `GET /preflight` checks every base URL
-(nemo_gym.responses_api_models.preflight); `GET /rate_limited` counts the 429s they answered (endpoint_calls.py).
+(nemo_gym.responses_api_models.preflight); `GET /rate_limited` counts the 429s they answered (endpoint_calls.py);
+`GET /engine_load` reads each replica's load from its vLLM's `/metrics` (engine_load.py).
 
 Token-exact continuation: when a request asks for token ids and its input already carries an earlier turn's exact
 tokens (agents pass the output items back), the prompt is those tokens plus only what the chat template adds for
@@ -40,6 +41,7 @@ from nemo_gym.config.model_servers import VLLMModelSettings
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall, public_endpoint
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
 from nemo_gym.responses_api_models.preflight import PREFLIGHT_PATH, check_endpoint
+from nemo_gym.responses_api_models.vllm_model.engine_load import ENGINE_LOAD_PATH, parse_metrics
 from nemo_gym.responses_api_models.vllm_model.hang_watch import AnsweredElsewhere, HangWatch
 from nemo_gym.responses_api_models.vllm_model.routing import HEALTH_CLASSES, probe, shared_router
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
@@ -115,6 +117,7 @@ class VLLMModelServer(BaseServer):
             json_route(PREFLIGHT_PATH, self.preflight, methods=("GET",)),
             self.endpoint_calls.route(),
             json_route(REPLICAS_PATH, self.replica_stats, methods=("GET",)),
+            json_route(ENGINE_LOAD_PATH, self.engine_load, methods=("GET",)),
         ]
 
     async def shutdown(self) -> None:
@@ -129,6 +132,25 @@ class VLLMModelServer(BaseServer):
         snapshot = self.router.snapshot()
         return {"replicas": [{"endpoint": public_endpoint(url), **asdict(stats)}
                              for url, stats in zip(self.base_urls, snapshot.replicas)]}
+
+    async def engine_load(self, body: Any, request: Request) -> dict[str, Any]:
+        """Each replica's load as its vLLM's `/metrics` says (engine_load.py), or why it could not be read."""
+        return {"replicas": await asyncio.gather(*(self._engine_load(url) for url in self.base_urls))}
+
+    async def _engine_load(self, base_url: str) -> dict[str, Any]:
+        url = f"{base_url.removesuffix('/v1')}/metrics"  # vLLM serves /metrics at its root, beside /v1
+        entry: dict[str, Any] = {"endpoint": public_endpoint(base_url)}
+        try:
+            status, raw = await self.http.request_raw("GET", url, headers=self._headers(),
+                                                      timeout_s=self.settings.connect_timeout_s)
+            if status != 200:
+                raise RequestFailed(FailureClass.HTTP_5XX if status >= 500 else FailureClass.HTTP_4XX,
+                                    f"HTTP {status} from {public_endpoint(url)}")
+            return {**entry, **asdict(parse_metrics(raw.decode(errors="replace")))}
+        except RequestFailed as exc:
+            return {**entry, "error": f"{exc.failure_class.value}: {exc.message}"}
+        except ValueError as exc:
+            return {**entry, "error": f"{FailureClass.INVALID_RESPONSE.value}: {exc}"}
 
     async def preflight(self, body: Any, request: Request) -> dict[str, Any]:
         """The check of every base URL (reachable, key accepted, model served, context length)."""

@@ -1,0 +1,96 @@
+"""Automatic concurrency from vLLM's own signals: when every model server of the run reads its replicas' load from
+vLLM (vllm_model's `GET /engine_load`, responses_api_models/vllm_model/engine_load.py), the level starts where vLLM
+says its KV caches hold the work, and follows their queues, instead of probing for the throughput knee (knee.py).
+
+- It starts at the fleet's capacity: the sum over the replicas of the requests of `max_model_len` tokens each KV
+  cache holds (the "Maximum concurrency" vLLM logs at start). Shorter requests fit more, which the queue shows.
+- At each read of the load (every `model_server_stats.POLL_S`): a replica that preempted a request since the last
+  read, or KV caches fuller than `KV_TARGET`, back the level off by `BACKOFF`; requests waiting in vLLM's queues
+  beyond a short queue (`WAIT_SLACK` of those running, at least one) lower it by that excess, so that the batches
+  stay full and nothing more waits; with nothing waiting and every place taken (the level, not the fleet, holds
+  rollouts back) it rises by `RAISE` (at least one); else it holds. A rollout spends part of its time outside vLLM
+  (tools, verification), which the queue accounts for.
+- A rollout that failed as rate-limited cuts the level as `Aimd` does (concurrency.py).
+A run too short to measure anything starts with all its rollouts in flight (`knee.first_level`) all the same.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from nemo_gym.rollout_collection.concurrency import Aimd, Outcome
+
+BACKOFF = 0.85
+RAISE = 1.1
+KV_TARGET = 0.9
+WAIT_SLACK = 0.05
+
+
+@dataclass(frozen=True)
+class FleetLoad:
+    """The run's vLLM replicas together, as last read."""
+
+    replicas: int
+    running: int
+    waiting: int
+    kv_cache_usage: float  # the mean over the replicas
+    preemptions: int  # since the replicas started
+    capacity: float  # requests of max_model_len tokens the KV caches hold at once
+
+    @classmethod
+    def of(cls, servers: dict[str, list[dict[str, Any]]]) -> "FleetLoad | None":
+        """The sum of every server's replicas (`GET /engine_load` answers by server name); None when one of them
+        reported no capacity or could not be read: then the level is not vLLM's to say."""
+        replicas = [replica for loads in servers.values() for replica in loads]
+        if not servers or not replicas or any("error" in r or r["capacity"] is None for r in replicas):
+            return None
+        return cls(replicas=len(replicas), running=sum(r["running"] for r in replicas),
+                   waiting=sum(r["waiting"] for r in replicas),
+                   kv_cache_usage=sum(r["kv_cache_usage"] for r in replicas) / len(replicas),
+                   preemptions=sum(r["preemptions"] for r in replicas),
+                   capacity=sum(r["capacity"] for r in replicas))
+
+    def line(self) -> str:
+        return (f"vLLM: {self.running} running, {self.waiting} waiting, KV cache {self.kv_cache_usage:.0%}, "
+                f"{self.preemptions} preemptions, capacity {self.capacity:g} on {self.replicas} replica(s)")
+
+
+def start_level(load: FleetLoad, ceiling: int) -> int:
+    """The level a long run starts at: the fleet's capacity, within 1 and `ceiling`."""
+    return max(1, min(ceiling, math.floor(load.capacity)))
+
+
+class EngineLevel:
+    """The level from vLLM's queue and KV cache (see the module docstring); a `ConcurrencyPolicy`."""
+
+    def __init__(self, ceiling: int, level: int, load: FleetLoad) -> None:
+        self.ceiling = ceiling
+        self.target = level
+        self.last = load
+        self.reason = f"started at vLLM's capacity ({load.line()})"
+        self._aimd = Aimd(ceiling)
+
+    def observe(self, load: FleetLoad, level: int, gate_full: bool) -> None:
+        """A new read of the fleet's load, the gate at `level` (`gate_full`: every place taken)."""
+        preempted = load.preemptions > self.last.preemptions
+        self.last = load
+        short_queue = max(1, math.floor(WAIT_SLACK * load.running))
+        if preempted or load.kv_cache_usage > KV_TARGET:
+            self.target = max(1, math.floor(level * BACKOFF))
+            self.reason = f"backed off: {'preemptions' if preempted else 'KV cache full'} ({load.line()})"
+        elif load.waiting > short_queue:
+            self.target = max(1, level - (load.waiting - short_queue))
+            self.reason = f"lowered by the requests waiting beyond a short queue ({load.line()})"
+        elif load.waiting:
+            self.target = level
+        elif gate_full:
+            self.target = min(self.ceiling, max(level + 1, math.floor(level * RAISE)))
+            self.reason = f"raised: nothing waits in vLLM ({load.line()})"
+        else:
+            self.target = level
+
+    def next_level(self, level: int, outcome: Outcome, admitted: int) -> int:
+        if outcome.rate_limited:
+            self.target = self._aimd.next_level(level, outcome, admitted)
+            self.reason = self._aimd.reason
+        return self.target
