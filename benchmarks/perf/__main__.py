@@ -36,6 +36,8 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
                    False),
     "main_command": ("the README's main command (vLLM start + collection + stop), wall time", False),
     "saturation": ("real vLLM: full stack vs a direct client, same requests (its own vLLM)", False),
+    "automatic_level": ("real vLLM: the automatic concurrency level vs fixed levels and a direct client, a 50-row "
+                        "run and a longer one (its own vLLM)", False),
     "fleet": ("simulated H100 vLLM replicas (1, 8, 32): slot utilization at 256 in flight, the best fixed level and the "
               "automatic level; hash vs load-aware routing; a replica killed mid-run; our CPU per rollout", False),
     "chaos": ("8 simulated vLLM replicas, one or two faulty (5xx, hang, 10x slow, invalid JSON, reset, killed): every "

@@ -103,10 +103,10 @@ class SharedRolloutCollectionConfig(_WritesRun):
     """The most rollouts in flight at once; null takes the default (NeMo Gym reads null as 'no limit'). With
     adaptive_concurrency the run finds its level below this ceiling; left unset there, the ceiling is 16384."""
     adaptive_concurrency: bool = True
-    """Find the level while the run goes: from 16 (a run of fewer than 128 rollouts, too short to measure a level,
-    starts with all of them in flight), raised while the throughput rises with it, held at the knee, cut by 30% when a
-    rollout fails as rate_limited (rollout_collection/knee.py); false keeps exactly num_samples_in_parallel in
-    flight."""
+    """Find the level while the run goes: in front of vLLM, from the capacity it reports, following its queue
+    (rollout_collection/engine_level.py); elsewhere from 16, raised while the throughput rises with it, held at the
+    knee (rollout_collection/knee.py); a run of fewer than 128 rollouts starts with all of them in flight; cut by 30%
+    when a rollout fails as rate_limited. False keeps exactly num_samples_in_parallel in flight."""
     materialized_jsonl_fpath: FilePath | None = None
     """Where the expanded inputs (one line per rollout) are written; default <output stem>_materialized_inputs.jsonl."""
     responses_create_params: dict[str, Any] = Field(default_factory=dict)
