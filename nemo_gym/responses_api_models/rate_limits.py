@@ -209,6 +209,10 @@ class EndpointLimiter:
         """Wait until one request of about `tokens` tokens may be sent; the seconds waited. `PastDeadline` (at once,
         or when a 429 meanwhile moves its turn) when it could not be sent by `deadline` (time.monotonic)."""
         started = time.monotonic()
+        if not (self._request_interval or self._token_interval):
+            state = self._state.read()  # without the lock: a request let through in a 429's instant is one more 429
+            if not state.learned_interval and state.paused_until <= started:
+                return 0.0  # nothing to pace (no budget, none learned, no pause): no lock, no reservation
         epoch, send_at = self._reserve(tokens, started, deadline)
         while True:
             state = self._state.read()

@@ -177,3 +177,34 @@ def test_a_refusal_is_counted_and_pauses_nobody() -> None:
     state = limiter._state.read()
     assert limiter.rate_limited_count() == 2 and state.paused_until < time.monotonic() + 0.02
     assert limiter.learned_requests_per_minute() == 6000.0  # set by the 429 it waited out, not by the refusal
+
+
+class _CountingLock:
+    """The limiter's shared lock, counted: how often a request's path takes it."""
+
+    def __init__(self, lock: object) -> None:
+        self.lock, self.taken = lock, 0
+
+    def __enter__(self) -> None:
+        self.taken += 1
+        self.lock.__enter__()  # type: ignore[attr-defined]
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.__exit__(*exc)  # type: ignore[attr-defined]
+
+
+def test_without_a_limit_or_a_429_a_request_takes_no_lock_and_reserves_nothing() -> None:
+    async def main() -> tuple[int, int]:
+        limiter = EndpointLimiter(Budgets())
+        counting = _CountingLock(limiter._state._lock)
+        limiter._state._lock = counting  # type: ignore[assignment]
+        waited = [await limiter.acquire(100) for _ in range(50)]
+        assert waited == [0.0] * 50
+        unpaced = counting.taken
+        limiter.limited(retry_after_s=0.05)  # from the first 429 on, there is a rate to keep
+        await limiter.acquire()
+        return unpaced, counting.taken
+
+    unpaced, after_a_429 = asyncio.run(main())
+    assert unpaced == 0
+    assert after_a_429 >= 3  # the 429 itself, then the reservation and the send of the next request
