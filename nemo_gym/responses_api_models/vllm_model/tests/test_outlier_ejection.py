@@ -3,6 +3,7 @@ failures eject, for how long, the probe that readmits, the share that may be out
 slow or paused fleet."""
 
 import asyncio
+from typing import Any, Callable, Coroutine
 
 import pytest
 
@@ -278,6 +279,18 @@ def test_a_probe_that_hangs_is_given_up_alone() -> None:
     asyncio.run(scenario())
 
 
+async def _taken_for_hung(router: ReplicaRouter, clock: Clock, watch: HangWatch,
+                          elsewhere: Callable[[], Coroutine[Any, Any, str]]) -> list["asyncio.Task[str]"]:
+    """Two requests replica 1 never answers, each with `elsewhere` for its second try, taken for hung while replica 0
+    answers."""
+    hung = [asyncio.create_task(watch.watched(1, _pending_forever(), elsewhere=elsewhere)) for _ in range(2)]
+    await asyncio.sleep(0)
+    router.answered(0)
+    clock.now += 5.0
+    assert watch.check() == 2
+    return hung  # type: ignore[return-value]
+
+
 def test_a_replica_hung_or_not_is_tried_elsewhere_too_and_the_first_answer_wins() -> None:
     async def scenario() -> None:
         router, clock, watch = await _primed(2)
@@ -287,12 +300,7 @@ def test_a_replica_hung_or_not_is_tried_elsewhere_too_and_the_first_answer_wins(
             tries.append("elsewhere")
             return "from replica 0"
 
-        hung = [asyncio.create_task(watch.watched(1, _pending_forever(), elsewhere=elsewhere)) for _ in range(2)]
-        await asyncio.sleep(0)
-        router.answered(0)
-        clock.now += 5.0
-        assert watch.check() == 2
-        for task in hung:
+        for task in await _taken_for_hung(router, clock, watch, elsewhere):
             with pytest.raises(AnsweredElsewhere) as answered:
                 await task
             assert answered.value.answer == "from replica 0" and answered.value.failure_class == FailureClass.TIMEOUT
@@ -332,12 +340,7 @@ def test_a_hung_request_whose_second_try_fails_is_given_up_as_a_timeout() -> Non
         async def fails() -> str:
             raise RequestFailed(FailureClass.HTTP_5XX, "engine dead")
 
-        hung = [asyncio.create_task(watch.watched(1, _pending_forever(), elsewhere=fails)) for _ in range(2)]
-        await asyncio.sleep(0)
-        router.answered(0)
-        clock.now += 5.0
-        assert watch.check() == 2
-        for task in hung:
+        for task in await _taken_for_hung(router, clock, watch, fails):
             with pytest.raises(RequestFailed) as failed:
                 await task
             assert not isinstance(failed.value, AnsweredElsewhere)
