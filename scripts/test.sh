@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command: installs everything the tests need (idempotent), type-checks nemo_gym/ (mypy), then
-# runs the whole suite.
+# The project's test command: installs everything the tests need (idempotent), then runs the whole suite with the
+# type check of nemo_gym/ (mypy) beside it.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not vllm"` or `bash scripts/test.sh tests/unit`.
 # Skips are listed with their reasons (-rs); NEMO_GYM_REQUIRE_ALL=1 (set by .ci/run) turns every skip into a failure.
 # Tests marked gpu are deselected where there is no CUDA device, and the summary lists them.
@@ -17,20 +17,47 @@ wait "$beside"
 trap - EXIT
 bash scripts/setup_tests.sh  # what only the tests need (the rest of it)
 
-# The type check ([tool.mypy] in pyproject.toml): a type error in nemo_gym/ fails the run like a failing test.
-echo "[test] type check: mypy nemo_gym"
-.venv/bin/python -m mypy
-
 # The weight-update tests write half-GB model copies: name the free space, so a full disk is plain in the log.
 echo "[test] free disk for temporary folders (${TMPDIR:-/tmp}): $(df -Ph "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $4}')"
 started=$(date +%s)
+side_dir=$(mktemp -d)
+# Each side job leads its own process group, stopped however this ends.
+trap 'for job in $(jobs -p); do kill -- -"$job" 2>/dev/null || true; done; rm -rf "$side_dir"' EXIT
+# The type check ([tool.mypy] in pyproject.toml), one core for about a minute, beside the tests: a type error in
+# nemo_gym/ fails the run like a failing test.
+setsid .venv/bin/python -m mypy >"$side_dir/mypy.log" 2>&1 &
+mypy_job=$!
+side_job=""
+if [ "$#" -eq 0 ]; then
+  # The whole suite: the Slurm tests, which mostly wait (Slurm's scheduler, answers slowed on purpose), run in a
+  # session of their own beside the rest; they hold the one-node cluster alone either way (tests/slurm/conftest.py).
+  setsid .venv/bin/python -m pytest -q -rfEs --durations=5 --basetemp="$side_dir/pytest" tests/slurm \
+    >"$side_dir/slurm.log" 2>&1 &
+  side_job=$!
+  set -- --ignore=tests/slurm
+fi
 set +e
 .venv/bin/python -m pytest -q -rfEs --durations=15 "$@"
 code=$?
+side_code=0
+if [ -n "$side_job" ]; then
+  wait "$side_job"
+  side_code=$?
+  echo "[test] the Slurm tests, run beside the others:"
+  cat "$side_dir/slurm.log"
+fi
+wait "$mypy_job"
+mypy_code=$?
 set -e
+echo "[test] type check: mypy nemo_gym"
+cat "$side_dir/mypy.log"
 echo "[test] suite wall time: $(( $(date +%s) - started )) s"
 if [ "$code" -eq 5 ]; then
   echo "[test] pytest collected no tests: failing, an empty suite proves nothing" >&2
   exit 1
 fi
-exit "$code"
+for status in "$code" "$side_code" "$mypy_code"; do
+  if [ "$status" -ne 0 ]; then
+    exit "$status"
+  fi
+done

@@ -24,7 +24,7 @@ from tests.helpers.model import VLLMServer, vllm_process
 from tests.helpers.stack import REPO_ROOT, environment_config, running_stack
 
 GAMES = REPO_ROOT / "nemo_gym" / "resources_servers" / "number_guess" / "data" / "example.jsonl"
-REPEATS = 3
+REPEATS = 2
 ROLLOUTS = 20 * REPEATS
 WAIT_S = 600.0
 _RUNNING = re.compile(r"^vllm:num_requests_running\{[^}]*\} ([0-9.]+)$", re.M)

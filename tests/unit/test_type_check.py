@@ -1,4 +1,4 @@
-"""The type check that scripts/test.sh runs before the tests (mypy, [tool.mypy] in pyproject.toml) catches a planted
+"""The type check that scripts/test.sh runs beside the tests (mypy, [tool.mypy] in pyproject.toml) catches a planted
 type error, holds the public API to its strict settings, and runs where a failure stops the test command."""
 
 import subprocess
@@ -51,12 +51,12 @@ def test_the_public_api_is_checked_strictly(tmp_path: Path) -> None:
     assert "planted.py:9: error: Argument 1 to \"length\"" in result.stdout, result.stdout
 
 
-def test_the_test_command_type_checks_before_the_tests_and_stops_on_an_error() -> None:
-    lines = (REPO / "scripts" / "test.sh").read_text().splitlines()
-    mypy = [i for i, line in enumerate(lines) if line.strip() == ".venv/bin/python -m mypy"]
-    pytest_at = next(i for i, line in enumerate(lines) if line.startswith(".venv/bin/python -m pytest"))
+def test_the_test_command_type_checks_beside_the_tests_and_fails_on_an_error() -> None:
+    text = (REPO / "scripts" / "test.sh").read_text()
+    lines = [line.strip() for line in text.splitlines() if not line.lstrip().startswith("#")]
+    mypy = [line for line in lines if ".venv/bin/python -m mypy" in line]
     assert len(mypy) == 1, "scripts/test.sh must run `.venv/bin/python -m mypy` (the whole package, as configured)"
-    assert mypy[0] < pytest_at, "the type check runs before the tests"
-    # Under `set -e` (until the `set +e` that collects pytest's status), a nonzero mypy exit ends the run.
-    assert "set -euo pipefail" in lines[:mypy[0]]
-    assert "set +e" not in lines[:mypy[0]]
+    assert mypy[0].startswith("setsid .venv/bin/python -m mypy ") and mypy[0].endswith("&"), mypy[0]
+    # Its status is waited for and ends the run like a failing test's.
+    assert 'wait "$mypy_job"' in lines and lines[lines.index('wait "$mypy_job"') + 1] == "mypy_code=$?"
+    assert any(line.startswith("for status in") and '"$mypy_code"' in line for line in lines)
