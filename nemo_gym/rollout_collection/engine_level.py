@@ -8,7 +8,8 @@ says its KV caches hold the work, and follows their queues, instead of probing f
   read, or KV caches fuller than `KV_TARGET`, back the level off by `BACKOFF`; requests waiting in vLLM's queues
   beyond a short queue (`WAIT_SLACK` of those running, at least one) lower it by that excess, so that the batches
   stay full and nothing more waits; with nothing waiting and every place taken (the level, not the fleet, holds
-  rollouts back) it rises by `RAISE` (at least one); else it holds. A rollout spends part of its time outside vLLM
+  rollouts back) it rises by the room the KV caches have left (`KV_TARGET` over their use: what the requests
+  running now take tells how many more fit), between `RAISE` and `MAX_RAISE` times, at least one; else it holds. A rollout spends part of its time outside vLLM
   (tools, verification), which the queue accounts for.
 - A rollout that failed as rate-limited cuts the level as `Aimd` does (concurrency.py).
 A run too short to measure anything starts with all its rollouts in flight (`knee.first_level`) all the same.
@@ -22,6 +23,7 @@ from nemo_gym.rollout_collection.concurrency import Aimd, Outcome
 
 BACKOFF = 0.85
 RAISE = 1.1
+MAX_RAISE = 2.0
 KV_TARGET = 0.9
 WAIT_SLACK = 0.05
 
@@ -84,7 +86,9 @@ class EngineLevel:
         elif load.waiting:
             self.target = level
         elif gate_full:
-            self.target = min(self.ceiling, max(level + 1, math.floor(level * RAISE)))
+            room = KV_TARGET / load.kv_cache_usage if load.kv_cache_usage > 0 else MAX_RAISE
+            factor = min(MAX_RAISE, max(RAISE, room))
+            self.target = min(self.ceiling, max(level + 1, math.floor(level * factor)))
             self.reason = f"raised: nothing waits in vLLM ({load.line()})"
         else:
             self.target = level

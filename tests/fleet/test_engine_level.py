@@ -68,11 +68,15 @@ def _outcome(rate_limited: int = 0) -> Outcome:
     return Outcome(admitted=1, latency_s=1.0, rate_limited=rate_limited, failed=bool(rate_limited))
 
 
-def test_the_level_rises_while_nothing_waits_and_every_place_is_taken() -> None:
+def test_the_level_rises_by_the_kv_caches_room_while_nothing_waits_and_every_place_is_taken() -> None:
     policy = EngineLevel(ceiling=100, level=22, load=_load())
-    policy.observe(_load(running=22), level=22, gate_full=True)
-    assert policy.next_level(22, _outcome(), admitted=30) == 24 and "raised" in policy.reason
-    policy.observe(_load(running=2), level=2, gate_full=True)
+    policy.observe(_load(running=22, kv=0.6), level=22, gate_full=True)  # room for half as many again
+    assert policy.next_level(22, _outcome(), admitted=30) == 33 and "raised" in policy.reason
+    policy.observe(_load(running=22, kv=0.1), level=22, gate_full=True)  # far more room: at most twice as many
+    assert policy.next_level(22, _outcome(), admitted=30) == 44
+    policy.observe(_load(running=22, kv=0.88), level=22, gate_full=True)  # nearly full: a little more
+    assert policy.next_level(22, _outcome(), admitted=30) == 24
+    policy.observe(_load(running=2, kv=0.85), level=2, gate_full=True)
     assert policy.next_level(2, _outcome(), admitted=31) == 3  # at least one more
     policy.observe(_load(running=22), level=22, gate_full=False)  # the level holds nothing back: no reason to rise
     assert policy.next_level(22, _outcome(), admitted=32) == 22
