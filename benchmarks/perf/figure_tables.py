@@ -162,6 +162,28 @@ def saturation(r: Report) -> str:
             f"Load average {r['load_average_at_end']} at the end. Source: {source(r)}.")
 
 
+def automatic_level(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    s = r["settings"]
+    lines = ["| run | direct client | " + " | ".join(f"fixed {n}" for n in s["fixed"])
+             + " | automatic | automatic / best fixed | direct / automatic time |",
+             "|---|---|" + "---|" * len(s["fixed"]) + "---|---|---|"]
+    for name in ("short", "long"):
+        run = r[name]
+        seconds = run["mean_seconds"]
+        lines.append(f"| {run['rows']} rows | {seconds['direct']} s | "
+                     + " | ".join(f"{seconds[f'fixed {n}']} s" for n in s["fixed"])
+                     + f" | {seconds['automatic']} s | **{run['automatic_vs_best_fixed']:.3f}** | "
+                       f"{run['direct_vs_automatic_time']:.3f} |")
+    reason = r["long"]["phases"]["automatic"][-1]["concurrency_at_end"]["reason"]
+    return ("\n".join(lines) + f"\n\nMean collection time over {s['rounds']} rounds in reversing order, one real vLLM "
+            f"({s['max_tokens']} max tokens, greedy), automatic below a ceiling of {s['ceiling']}; goals: automatic / "
+            f"best fixed ≥ {r['targets']['automatic_vs_best_fixed_at_least']}, direct / automatic time ≥ "
+            f"{r['targets']['direct_vs_automatic_time_at_least']}. The long run's last level change: {reason}. "
+            f"Load average {r['load_average_at_end']} at the end. Source: {source(r)}.\n")
+
+
 def http_clients(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
@@ -662,6 +684,7 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "glance": ("collector", glance),
     "collector": ("collector", collector),
     "saturation": ("saturation", saturation),
+    "automatic_level": ("automatic_level", automatic_level),
     "http_clients": ("http_clients", http_clients),
     "nemo_gym_reference": ("nemo_gym_reference", nemo_gym_reference),
     "hosted_api": ("hosted_api", hosted_api),
