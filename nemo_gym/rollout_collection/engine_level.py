@@ -42,9 +42,9 @@ class FleetLoad:
     @classmethod
     def of(cls, servers: dict[str, list[dict[str, Any]]]) -> "FleetLoad | None":
         """The sum of every server's replicas (`GET /engine_load` answers by server name); None when one of them
-        reported no capacity or could not be read: then the level is not vLLM's to say."""
+        reported no capacity, could not be read or answered in another shape: then the level is not vLLM's to say."""
         replicas = [replica for loads in servers.values() for replica in loads]
-        if not servers or not replicas or any("error" in r or r["capacity"] is None for r in replicas):
+        if not servers or not replicas or not all(_well_formed(r) for r in replicas):
             return None
         return cls(replicas=len(replicas), running=sum(r["running"] for r in replicas),
                    waiting=sum(r["waiting"] for r in replicas),
@@ -55,6 +55,19 @@ class FleetLoad:
     def line(self) -> str:
         return (f"vLLM: {self.running} running, {self.waiting} waiting, KV cache {self.kv_cache_usage:.0%}, "
                 f"{self.preemptions} preemptions, capacity {self.capacity:g} on {self.replicas} replica(s)")
+
+
+def _well_formed(replica: Any) -> bool:
+    """A replica's load as vllm_model reports it: counts, a KV-cache share and a capacity, no error."""
+    if not isinstance(replica, dict) or "error" in replica:
+        return False
+    def number(value: Any, whole: bool) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+            return False
+        return float(value) >= 0
+
+    return (all(number(replica.get(key), True) for key in ("running", "waiting", "preemptions"))
+            and all(number(replica.get(key), False) for key in ("kv_cache_usage", "capacity")))
 
 
 def start_level(load: FleetLoad, ceiling: int) -> int:

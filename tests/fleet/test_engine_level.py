@@ -55,6 +55,8 @@ def test_the_fleet_is_every_servers_replicas_and_none_where_one_is_unread() -> N
                                                           preemptions=3, capacity=55.5)
     assert FleetLoad.of({"policy": [_replica(), {"endpoint": "x", "error": "connect: refused"}]}) is None
     assert FleetLoad.of({"policy": [_replica(capacity=None)]}) is None
+    for garbage in ("busy", {"running": "3"}, {**_replica(), "waiting": -1}, {**_replica(), "capacity": True}):
+        assert FleetLoad.of({"policy": [garbage]}) is None  # type: ignore[list-item]
     assert FleetLoad.of({}) is None and FleetLoad.of({"policy": []}) is None
 
 
