@@ -24,7 +24,7 @@ from tests.helpers.model import VLLMServer, vllm_process
 from tests.helpers.stack import REPO_ROOT, environment_config, running_stack
 
 GAMES = REPO_ROOT / "nemo_gym" / "resources_servers" / "number_guess" / "data" / "example.jsonl"
-REPEATS = 2
+REPEATS = 3
 ROLLOUTS = 20 * REPEATS
 WAIT_S = 600.0
 _RUNNING = re.compile(r"^vllm:num_requests_running\{[^}]*\} ([0-9.]+)$", re.M)
@@ -91,8 +91,9 @@ def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_no_rollout(
     # retry): B's requests running at the kill went somewhere, and none went back to B (asserted below).
     moved = [endpoints for endpoints in turns if set(endpoints) == {a, b}]
     assert moved or progress["retries"]["rollouts"] >= 1
-    # Every other session on one replica, all its turns (16 were in flight at the kill).
-    assert sum(len(set(endpoints)) == 1 for endpoints in turns) >= ROLLOUTS - 16
+    # Every other session on one replica, all its turns (16 were in flight at the kill), but for the few whose replica
+    # was overloaded (the routing's bound) or taken for hung (its turn answered by the other replica first).
+    assert sum(len(set(endpoints)) == 1 for endpoints in turns) >= ROLLOUTS - 16 - ROLLOUTS // 20
     assert sum(len(endpoints) >= 2 for endpoints in turns) >= ROLLOUTS // 2  # multi-turn sessions
     # Which replica finished the first rows is the routing's choice by load (a replica that is slower on this busy
     # machine takes fewer sessions), so it is not asserted; every row served by the replicas, and no call sent to B
