@@ -12,6 +12,7 @@ a one-off measurement said to be one).
 """
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -104,10 +105,11 @@ def _unbacked_figures(text: str) -> Iterator[str]:
                        f"it: quote it through a figure block, cite the file, or mark the paragraph {CONTEXT}")
 
 
-def _numbers_in(cited: str) -> list[float]:
+@functools.cache
+def _numbers_in(cited: str) -> tuple[float, ...]:
     path = REPO_ROOT / cited
     if not path.exists():
-        return []
+        return ()
 
     def walk(value: Any) -> Iterator[float]:
         if isinstance(value, bool):
@@ -121,7 +123,7 @@ def _numbers_in(cited: str) -> list[float]:
             for item in value:
                 yield from walk(item)
 
-    return list(walk(json.loads(path.read_text())))
+    return tuple(walk(json.loads(path.read_text())))
 
 
 def _rounds_to(value: float, shown: str) -> bool:

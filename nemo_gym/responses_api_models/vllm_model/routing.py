@@ -377,14 +377,17 @@ class ReplicaRouter:
         median = peers[len(peers) // 2]
         return latency_s > max(self.rules.slow_factor * median, median + SLOW_MARGIN_S)
 
+    def _out(self) -> int:
+        """Replicas out of service: down or ejected (an ejection over but not yet probed counts)."""
+        return sum(1 for i in range(self.replicas) if self._get(i, _DOWN) or self._get(i, _EJECTED_UNTIL))
+
     def _may_take_out(self, now: float) -> bool:
-        out = sum(1 for i in range(self.replicas) if self._get(i, _DOWN) or self._get(i, _EJECTED_UNTIL))
-        return out + 1 <= self.max_out
+        return self._out() + 1 <= self.max_out
 
     def _readmit_beyond_share(self, now: float) -> None:
         """Readmit ejected replicas, the one due back soonest first, while more than `max_out` are out: a replica
         that went down is gone for sure, one ejected may only have been slow, and the share holds for both."""
-        out = sum(1 for i in range(self.replicas) if self._get(i, _DOWN) or self._get(i, _EJECTED_UNTIL))
+        out = self._out()
         ejected = sorted((self._get(i, _EJECTED_UNTIL), i) for i in range(self.replicas)
                          if self._get(i, _EJECTED_UNTIL) and not self._get(i, _DOWN))
         for _, index in ejected[:max(0, out - self.max_out)]:
