@@ -167,6 +167,15 @@ def test_upstream_5xx_on_every_replica_is_reported_after_one_call_on_each(model_
     assert [len(s.requests) for s in stubs] == [1, 1]
 
 
+def test_a_replica_whose_metrics_cannot_be_read_reports_why_and_no_load(model_url: str, stubs) -> None:
+    reply = httpx.get(f"{model_url}/engine_load", timeout=30, trust_env=False)
+    assert reply.status_code == 200
+    # The stubs serve no /metrics: each replica's entry says so, and carries no load for the automatic level to use.
+    assert reply.json()["replicas"] == [
+        {"endpoint": stub.url, "error": f"http_4xx: HTTP 404 from http://127.0.0.1:{stub.port}/metrics"}
+        for stub in stubs]
+
+
 def test_token_ids_per_request(model_url: str, stubs) -> None:
     response = post(model_url, {"input": "hi", protocol.RETURN_TOKENS_PARAM: True}).json()
     (sent,) = [r["body"] for s in stubs for r in s.requests]
