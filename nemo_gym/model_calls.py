@@ -7,7 +7,8 @@ adaptive concurrency and its progress file read them back from there. The names 
 what NeMo Gym's tools read.
 """
 
-from dataclasses import asdict, dataclass, fields
+import functools
+from dataclasses import dataclass, fields
 from typing import Any, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,20 +36,25 @@ class ModelCall:
     reasoning_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Every model call makes one: dataclasses.asdict's recursive copy was 4% of a model server's CPU on the
+        # stub benchmark (benchmarks/results/cpu_profile.json), for fields that are all scalars.
+        return dict(self.__dict__)
 
     @classmethod
     def from_dict(cls, data: Any) -> "ModelCall | None":
         """The record `data` holds, or None when it is not one (a row written by something else)."""
         if not isinstance(data, dict):
             return None
-        known = {f.name for f in fields(cls)}
         try:
-            return cls(**{key: value for key, value in data.items() if key in known})
+            return cls(**{key: value for key, value in data.items() if key in _FIELD_NAMES})
         except TypeError:
             return None
 
 
+_FIELD_NAMES = frozenset(field.name for field in fields(ModelCall))
+
+
+@functools.lru_cache(maxsize=256)  # a server has a few endpoints and names one in every call's record
 def public_endpoint(base_url: str) -> str:
     """`base_url` as it may be shown and stored: scheme, host, port and path; never a user, password or query
     (where some gateways take their key)."""

@@ -4,8 +4,8 @@ Bodies travel as plain dicts (decoded by orjson) for speed; this module knows th
 Responses API to agents and Chat Completions to vLLM, so both directions live here and nowhere else.
 """
 
+import os
 import time
-import uuid
 from typing import Any
 
 import orjson
@@ -44,7 +44,7 @@ _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal"})
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
+    return f"{prefix}_{os.urandom(16).hex()}"  # uuid4's hex without building a UUID: one per reply and output item
 
 
 # --- Responses -> Chat Completions -------------------------------------------------------------------------------
