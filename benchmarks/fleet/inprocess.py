@@ -14,7 +14,7 @@ the fleet benchmark too, for the CPU our stack needs per rollout; this harness i
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from benchmarks.fleet.engine import SimRequest
 from benchmarks.fleet.events import EventQueue
@@ -24,7 +24,9 @@ from benchmarks.fleet.workload import Workload
 from nemo_gym.failures import RetryPolicy
 from nemo_gym.responses_api_models.vllm_model.routing import ReplicaRouter, RoutingMode
 from nemo_gym.rollout_collection.concurrency import INITIAL_LEVEL, AdaptiveLimit, Fixed, Outcome
+from nemo_gym.rollout_collection.engine_level import EngineLevel, FleetLoad, start_level
 from nemo_gym.rollout_collection.knee import ThroughputKnee
+from nemo_gym.rollout_collection.model_server_stats import POLL_S
 
 PROBE_S = 0.002  # a probe's GET /models
 _KEY_STRIDE = 64  # prefix keys per rollout: a prompt and an answer key per turn
@@ -35,7 +37,11 @@ class FleetSetup:
     replicas: int
     workload: Workload
     duration_s: float
-    concurrency: int | None = None  # None: automatic (ThroughputKnee)
+    concurrency: int | None = None  # None: automatic, by `policy`
+    # The automatic level: the throughput knee, or vLLM's own signals read every POLL_S (what the collector does
+    # when its model servers read their replicas' /metrics), the replicas serving `max_model_len`.
+    policy: Literal["knee", "engine"] = "knee"
+    max_model_len: int = 8192
     routing: RoutingMode = "load_aware"
     slow: tuple[tuple[int, float], ...] = ()  # (replica, factor): that replica's steps take factor times as long
     kill: tuple[int, float, float] | None = None  # (replica, dies at, back at), simulated seconds
@@ -127,10 +133,18 @@ class _Fleet:
             profiles[index] = setup.profile.slower(factor)
         self.replicas = [SimReplica(profile, self.queue) for profile in profiles]
         self.router = ReplicaRouter(setup.replicas, setup.routing, clock=self.queue.now)
-        fixed = setup.concurrency is not None
-        self.policy = None if fixed else ThroughputKnee(setup.ceiling, clock=self.queue.now)
-        self.limit = AdaptiveLimit(setup.concurrency or setup.ceiling, Fixed() if fixed else self.policy,
-                                   initial=setup.concurrency or INITIAL_LEVEL)
+        self.policy: ThroughputKnee | None = None
+        self.engine_level: EngineLevel | None = None
+        if setup.concurrency is not None:
+            self.limit = AdaptiveLimit(setup.concurrency, Fixed(), initial=setup.concurrency)
+        elif setup.policy == "engine":
+            load = self._load()
+            start = start_level(load, setup.ceiling)
+            self.engine_level = EngineLevel(setup.ceiling, start, load)
+            self.limit = AdaptiveLimit(setup.ceiling, self.engine_level, initial=start)
+        else:
+            self.policy = ThroughputKnee(setup.ceiling, clock=self.queue.now)
+            self.limit = AdaptiveLimit(setup.ceiling, self.policy, initial=INITIAL_LEVEL)
         self.retry = RetryPolicy(max_attempts=setup.max_attempts)
         self.successes: dict[int, int] = {}
         self.failed = 0
@@ -149,6 +163,8 @@ class _Fleet:
             queue.call_at(setup.kill[2], replica.revive)
         self._snap()
         queue.call_later(setup.sample_s, self._sample)
+        if self.engine_level is not None:
+            queue.call_later(POLL_S, self._poll)
         self._fill()
         queue.run_until(setup.duration_s)
         self._snap()
@@ -204,6 +220,24 @@ class _Fleet:
     def _release(self, rollout: _Rollout, failed: bool) -> None:
         self.limit.release(Outcome(rollout.admitted, self.queue.now() - rollout.started, 0, failed=failed))
         self._fill()
+
+    def _load(self) -> FleetLoad:
+        """The replicas' load as vllm_model's GET /engine_load reports it (a dead replica reads as idle)."""
+        loads = []
+        for replica in self.replicas:
+            snap = replica.snapshot()
+            loads.append({"running": snap.running, "waiting": snap.waiting, "preemptions": snap.stats.preempted,
+                          "kv_cache_usage": replica.engine.context / replica.profile.kv_cache_tokens,
+                          "capacity": replica.profile.kv_cache_tokens / self.setup.max_model_len})
+        load = FleetLoad.of({"policy_model": loads})
+        if load is None:
+            raise RuntimeError(f"the simulated replicas' load is not in /engine_load's shape: {loads}")
+        return load
+
+    def _poll(self) -> None:
+        assert self.engine_level is not None  # polled only then
+        self.engine_level.observe(self._load(), self.limit.level, self.limit.in_flight)
+        self.queue.call_later(POLL_S, self._poll)
 
     # -- measuring -----------------------------------------------------------------------------------------------
 

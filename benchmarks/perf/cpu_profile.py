@@ -3,15 +3,20 @@ instant stub chat model, weather environment) at each concurrency, with py-spy s
 collector too, while the collector runs.
 
     .venv/bin/python -m benchmarks.perf.cpu_profile [--concurrency 64,256,1024] [--rows 10000] [--top 6]
+    .venv/bin/python -m benchmarks.perf.cpu_profile --baseline REV    # and REV's stack, side by side ("then")
 
 Needs py-spy (`pip install 'nemo_gym[profile]'`) and leave to trace processes (root, or kernel.yama.ptrace_scope 0).
 Per concurrency and process: CPU-ms per rollout (from the OS, as in the other benchmarks), then py-spy's samples
 of it (idle threads are not sampled, so samples follow CPU time) split by the library whose code was running (the
 innermost Python frame's package: a C extension's time counts for the Python code that called it) and its
-functions with the most samples of their own. Writes benchmarks/results/cpu_profile.json.
+functions with the most samples of their own. With `--baseline REV`, each concurrency runs twice, on a checkout of
+commit REV (a temporary git worktree; these benchmark scripts, its nemo_gym) and on this one, one after the other:
+the ratios then compare now with then, measured minutes apart on the same machine. Writes
+benchmarks/results/cpu_profile.json.
 """
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -21,10 +26,10 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from benchmarks.perf.harness import WEATHER_AGENT, Stack, run_collector, weather_stack, write_rows
-from benchmarks.perf.results import BenchmarkFailed, load_average, recording
+from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, load_average, recording
 
 RATE_HZ = 200
 _PROCESS = re.compile(r"process (\d+):")
@@ -123,30 +128,78 @@ def profile_round(stack: Stack, work: Path, inputs: Path, concurrency: int, top:
             "processes": processes}
 
 
+@contextlib.contextmanager
+def checkout_first(revision: str | None, work: Path) -> Iterator[str | None]:
+    """With `revision`: a temporary worktree of it, put first on PYTHONPATH while the block runs (the harness passes
+    PYTHONPATH on to every process it starts), and its short commit; without one, nothing changes (None)."""
+    if revision is None:
+        yield None
+        return
+    tree = work / "baseline"
+    subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "add", "--detach", "--force", str(tree), revision],
+                   check=True, capture_output=True)
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(tree)
+    try:
+        yield subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], check=True,
+                             capture_output=True, text=True).stdout.strip()
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+        subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(tree)], check=False,
+                       capture_output=True)
+
+
+def profile_rounds(work: Path, inputs: Path, concurrencies: list[int], top: int) -> list[dict[str, Any]]:
+    with weather_stack(work / "stack") as stack:
+        run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / "warmup.jsonl.out", WEATHER_AGENT, 64)
+        return [profile_round(stack, work, inputs, concurrency, top) for concurrency in concurrencies]
+
+
+def _per_process(rounds: list[dict[str, Any]], over: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """CPU-ms per rollout of each process (and all together) in each of `rounds`, over the same in `over`."""
+    out = {}
+    for row, base in zip(rounds, over):
+        ratios = {"all": round(row["cpu_ms_per_rollout"] / base["cpu_ms_per_rollout"], 3)}
+        ratios.update({name: round(process["cpu_ms_per_rollout"] / base["processes"][name]["cpu_ms_per_rollout"], 3)
+                       for name, process in row["processes"].items()
+                       if base["processes"].get(name, {}).get("cpu_ms_per_rollout")})
+        out[str(row["concurrency"])] = ratios
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", default="64,256,1024")
     parser.add_argument("--rows", type=int, default=10000)
     parser.add_argument("--top", type=int, default=6, help="libraries and functions kept per process")
     parser.add_argument("--quick", action="store_true", help="2,000 rows at 64 and 1024, results under quick/")
+    parser.add_argument("--baseline", metavar="REV", help="also profile commit REV's stack, side by side")
     args = parser.parse_args()
     concurrencies = [64, 1024] if args.quick else [int(c) for c in args.concurrency.split(",")]
     rows = 2000 if args.quick else args.rows
     with recording("cpu_profile", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ng_profile_") as tmp:
         work = Path(tmp)
         inputs = write_rows(work / "weather.jsonl", rows)
-        with weather_stack(work / "stack") as stack:
-            run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / "warmup.jsonl.out", WEATHER_AGENT, 64)
-            rounds = [profile_round(stack, work, inputs, concurrency, args.top) for concurrency in concurrencies]
+        baseline: dict[str, Any] = {}
+        with checkout_first(args.baseline, work) as commit:
+            if commit is not None:
+                print(f"baseline: {commit}", flush=True)
+                baseline = {"commit": commit, "rounds": profile_rounds(work, inputs, concurrencies, args.top)}
+        rounds = profile_rounds(work, inputs, concurrencies, args.top)
         first, last = rounds[0], rounds[-1]
-        ratios = {f"cpu_ms_per_rollout_{last['concurrency']}_vs_{first['concurrency']}": {
+        ratios: dict[str, Any] = {f"cpu_ms_per_rollout_{last['concurrency']}_vs_{first['concurrency']}": {
             name: round(process["cpu_ms_per_rollout"] / first["processes"][name]["cpu_ms_per_rollout"], 3)
             for name, process in last["processes"].items()
             if first["processes"].get(name, {}).get("cpu_ms_per_rollout")}}
+        if baseline:
+            ratios[f"cpu_ms_per_rollout_vs_{baseline['commit']}"] = _per_process(rounds, baseline["rounds"])
         recorder.write(ratios, {"settings": {"rows": rows, "concurrency": concurrencies, "rate_hz": RATE_HZ,
                                              "stack": "collector -> simple_agent -> vllm_model -> instant stub, "
                                                       "weather"},
-                                "rounds": rounds})
+                                "rounds": rounds, **({"baseline": baseline} if baseline else {})})
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ benchmarks/fleet/profile.py) stays under our collector, and what our stack's CPU
 Part 1, in simulated time (benchmarks/fleet/inprocess.py: the collector's AdaptiveLimit with ThroughputKnee or a fixed
 level, vllm_model's ReplicaRouter and simulated replicas in one process; the same numbers on any machine):
 - on 1, 8 and 32 replicas, single-turn and multi-turn rows: rollouts/s, slot utilization and the prefix-cache hit
-  rate with 256 in flight (the old default), with the best of a sweep of fixed levels, and with the automatic level;
+  rate with 256 in flight (the old default), with the best of a sweep of fixed levels, and with the automatic level:
+  by the throughput knee (a hosted endpoint's), and from vLLM's own signals (the replicas' running, waiting, KV
+  cache and preemptions read every 2 s, as vllm_model's GET /engine_load reports them; max_model_len 8192);
 - 8 replicas, multi-turn: hash routing against load-aware routing, all replicas equal and one 2x slower;
 - 8 replicas, multi-turn, automatic level: one replica killed at 40% of the run and back at 60%: every rollout
   collected exactly once, and the utilization over time (docs/img/fleet_utilization.png).
@@ -98,7 +100,9 @@ def utilization_rows(quick: bool) -> tuple[list[dict[str, Any]], list[dict[str, 
             if auto.hold_from_s is None or auto.hold_from_s > auto_s * (1 - AUTO_MEASURED):
                 auto_summary["note"] = "the automatic level had not settled when the measured window began"
             auto_summary["knee_points"] = auto.knee_points
-            table.extend([old, {**best, "setting": f"best fixed ({best['level']})"}, auto_summary])
+            _, engine_summary = _run(replace(base, duration_s=auto_s, measure_from_s=auto_s * (1 - AUTO_MEASURED),
+                                             policy="engine"), "automatic from vLLM")
+            table.extend([old, {**best, "setting": f"best fixed ({best['level']})"}, auto_summary, engine_summary])
     return table, sweeps, autos
 
 
@@ -200,6 +204,8 @@ def _ratios(table: list[dict[str, Any]], routing: list[dict[str, Any]], failover
                 ratios[f"automatic_vs_best_fixed_{key}"] = round(
                     rows["automatic"]["rollouts_per_s"] / rows["best fixed"]["rollouts_per_s"], 3)
                 ratios[f"automatic_utilization_{key}"] = rows["automatic"]["utilization"]
+                ratios[f"automatic_from_vllm_vs_best_fixed_{key}"] = round(
+                    rows["automatic from vLLM"]["rollouts_per_s"] / rows["best fixed"]["rollouts_per_s"], 3)
                 ratios[f"automatic_vs_fixed_256_{key}"] = round(
                     rows["automatic"]["rollouts_per_s"] / rows[f"fixed {OLD_DEFAULT}"]["rollouts_per_s"], 3)
     by = {row["setting"]: row for row in routing}

@@ -341,7 +341,7 @@ def _concurrency(config: RolloutCollectionConfig, rollouts: int, live: ModelServ
 
         def follow_vllm() -> None:
             if (now := live.fleet_load()) is not None:
-                policy.observe(now, limit.level, limit.in_flight >= limit.level)
+                policy.observe(now, limit.level, limit.in_flight)
 
         live.listeners.append(follow_vllm)
     if short:

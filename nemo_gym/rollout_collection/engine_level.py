@@ -5,12 +5,14 @@ says its KV caches hold the work, and follows their queues, instead of probing f
 - It starts at the fleet's capacity: the sum over the replicas of the requests of `max_model_len` tokens each KV
   cache holds (the "Maximum concurrency" vLLM logs at start). Shorter requests fit more, which the queue shows.
 - At each read of the load (every `model_server_stats.POLL_S`): a replica that preempted a request since the last
-  read, or KV caches fuller than `KV_TARGET`, back the level off by `BACKOFF`; requests waiting in vLLM's queues
-  beyond a short queue (`WAIT_SLACK` of those running, at least one) lower it by that excess, so that the batches
-  stay full and nothing more waits; with nothing waiting and every place taken (the level, not the fleet, holds
-  rollouts back) it rises by the room the KV caches have left (`KV_TARGET` over their use: what the requests
-  running now take tells how many more fit), between `RAISE` and `MAX_RAISE` times, at least one; else it holds. A rollout spends part of its time outside vLLM
-  (tools, verification), which the queue accounts for.
+  read, or KV caches fuller than `KV_TARGET`, back the level off to `BACKOFF` times the rollouts in flight;
+  requests waiting in vLLM's queues beyond a short queue (`WAIT_SLACK` of those running, at least one) lower it to
+  the rollouts in flight less that excess, so that the batches stay full and nothing more waits; with nothing
+  waiting and every place taken (the level, not the fleet, holds rollouts back) it rises by the room the KV caches
+  have left (`KV_TARGET` over their use: what the requests running now take tells how many more fit), between
+  `RAISE` and `MAX_RAISE` times, at least one; else it holds. A rollout spends part of its time outside vLLM (tools,
+  verification), which the queue accounts for. Cuts start from what is in flight, so a queue that two reads see
+  before the rollouts above the new level have ended cuts once, not twice.
 - A rollout that failed as rate-limited cuts the level as `Aimd` does (concurrency.py).
 A run too short to measure anything starts with all its rollouts in flight (`knee.first_level`) all the same.
 """
@@ -85,20 +87,23 @@ class EngineLevel:
         self.reason = f"started at vLLM's capacity ({load.line()})"
         self._aimd = Aimd(ceiling)
 
-    def observe(self, load: FleetLoad, level: int, gate_full: bool) -> None:
-        """A new read of the fleet's load, the gate at `level` (`gate_full`: every place taken)."""
+    def observe(self, load: FleetLoad, level: int, in_flight: int) -> None:
+        """A new read of the fleet's load, with the gate at `level` and `in_flight` rollouts in it. A cut starts
+        from what is in flight, not from the level, and never raises it: the level may already be below what is in
+        flight (rollouts leave only as they end), and the queue a read sees again before they have is the same queue,
+        not a further one."""
         preempted = load.preemptions > self.last.preemptions
         self.last = load
         short_queue = max(1, math.floor(WAIT_SLACK * load.running))
         if preempted or load.kv_cache_usage > KV_TARGET:
-            self.target = max(1, math.floor(level * BACKOFF))
+            self.target = max(1, min(level, math.floor(in_flight * BACKOFF)))
             self.reason = f"backed off: {'preemptions' if preempted else 'KV cache full'} ({load.line()})"
         elif load.waiting > short_queue:
-            self.target = max(1, level - (load.waiting - short_queue))
+            self.target = max(1, min(level, in_flight - (load.waiting - short_queue)))
             self.reason = f"lowered by the requests waiting beyond a short queue ({load.line()})"
         elif load.waiting:
             self.target = level
-        elif gate_full:
+        elif in_flight >= level:  # every place taken: the level, not the fleet, holds rollouts back
             room = KV_TARGET / load.kv_cache_usage if load.kv_cache_usage > 0 else MAX_RAISE
             factor = min(MAX_RAISE, max(RAISE, room))
             self.target = min(self.ceiling, max(level + 1, math.floor(level * factor)))

@@ -72,17 +72,17 @@ def _outcome(rate_limited: int = 0) -> Outcome:
 
 def test_the_level_rises_by_the_kv_caches_room_while_nothing_waits_and_every_place_is_taken() -> None:
     policy = EngineLevel(ceiling=100, level=22, load=_load())
-    policy.observe(_load(running=22, kv=0.6), level=22, gate_full=True)  # room for half as many again
+    policy.observe(_load(running=22, kv=0.6), level=22, in_flight=22)  # room for half as many again
     assert policy.next_level(22, _outcome(), admitted=30) == 33 and "raised" in policy.reason
-    policy.observe(_load(running=22, kv=0.1), level=22, gate_full=True)  # far more room: at most twice as many
+    policy.observe(_load(running=22, kv=0.1), level=22, in_flight=22)  # far more room: at most twice as many
     assert policy.next_level(22, _outcome(), admitted=30) == 44
-    policy.observe(_load(running=22, kv=0.88), level=22, gate_full=True)  # nearly full: a little more
+    policy.observe(_load(running=22, kv=0.88), level=22, in_flight=22)  # nearly full: a little more
     assert policy.next_level(22, _outcome(), admitted=30) == 24
-    policy.observe(_load(running=2, kv=0.85), level=2, gate_full=True)
+    policy.observe(_load(running=2, kv=0.85), level=2, in_flight=2)
     assert policy.next_level(2, _outcome(), admitted=31) == 3  # at least one more
-    policy.observe(_load(running=22), level=22, gate_full=False)  # the level holds nothing back: no reason to rise
+    policy.observe(_load(running=22), level=22, in_flight=15)  # the level holds nothing back: no reason to rise
     assert policy.next_level(22, _outcome(), admitted=32) == 22
-    policy.observe(_load(running=99), level=99, gate_full=True)
+    policy.observe(_load(running=99), level=99, in_flight=99)
     assert policy.next_level(99, _outcome(), admitted=33) == 100  # never past the ceiling
 
 
@@ -92,10 +92,10 @@ def test_the_level_rises_by_the_kv_caches_room_while_nothing_waits_and_every_pla
 ])
 def test_the_level_backs_off_on_a_preemption_or_a_full_kv_cache(load: dict, cause: str) -> None:
     policy = EngineLevel(ceiling=100, level=40, load=_load())
-    policy.observe(_load(**load), level=40, gate_full=True)
+    policy.observe(_load(**load), level=40, in_flight=40)
     assert policy.next_level(40, _outcome(), admitted=50) == int(40 * BACKOFF)
     assert policy.reason.startswith(f"backed off: {cause}")
-    policy.observe(_load(**load), level=34, gate_full=True)
+    policy.observe(_load(**load), level=34, in_flight=34)
     again = policy.next_level(34, _outcome(), admitted=60)
     # The same preemption count again is no new preemption (nothing waits: it rises); a full cache stays full.
     assert again > 34 if cause == "preemptions" else again == int(34 * BACKOFF)
@@ -103,12 +103,31 @@ def test_the_level_backs_off_on_a_preemption_or_a_full_kv_cache(load: dict, caus
 
 def test_a_queue_beyond_a_short_one_lowers_the_level_by_its_excess_and_a_short_one_holds_it() -> None:
     policy = EngineLevel(ceiling=1000, level=240, load=_load())
-    policy.observe(_load(running=200, waiting=30), level=240, gate_full=True)  # a short queue: 10 of 200 running
+    policy.observe(_load(running=200, waiting=30), level=240, in_flight=240)  # a short queue: 10 of 200 running
     assert policy.next_level(240, _outcome(), admitted=300) == 220 and "waiting" in policy.reason
-    policy.observe(_load(running=200, waiting=5), level=220, gate_full=True)  # the batches full, a few waiting
+    policy.observe(_load(running=200, waiting=5), level=220, in_flight=220)  # the batches full, a few waiting
     assert policy.next_level(220, _outcome(), admitted=310) == 220
-    policy.observe(_load(running=3, waiting=4), level=8, gate_full=True)
+    policy.observe(_load(running=3, waiting=4), level=8, in_flight=8)
     assert policy.next_level(8, _outcome(), admitted=320) == 5  # a queue of one is short enough
+
+
+def test_a_queue_seen_again_before_the_rollouts_above_the_level_end_cuts_once() -> None:
+    """The level is cut below what is in flight, which drains only as rollouts end: the next read, the same queue,
+    must not cut again (the simulated fleet's level fell from 2,157 to 1 that way in four reads)."""
+    policy = EngineLevel(ceiling=4000, level=2000, load=_load())
+    queue = _load(running=1000, waiting=900)  # short queue: 50
+    policy.observe(queue, level=2000, in_flight=2000)
+    assert policy.next_level(2000, _outcome(), admitted=2100) == 1150
+    for _ in range(3):  # nothing has ended yet: 2,000 still in flight, the same queue
+        policy.observe(queue, level=1150, in_flight=2000)
+        assert policy.next_level(1150, _outcome(), admitted=2100) == 1150
+    policy.observe(_load(running=1000, waiting=350), level=1150, in_flight=2000)  # a shorter queue: still no raise
+    assert policy.next_level(1150, _outcome(), admitted=2100) == 1150
+    full = _load(running=1000, kv=KV_TARGET + 0.05)
+    policy.observe(full, level=1150, in_flight=1150)
+    assert policy.next_level(1150, _outcome(), admitted=2100) == int(1150 * BACKOFF)
+    policy.observe(full, level=int(1150 * BACKOFF), in_flight=1150)  # the same full cache, nothing ended yet
+    assert policy.next_level(int(1150 * BACKOFF), _outcome(), admitted=2100) == int(1150 * BACKOFF)
 
 
 def test_a_rollout_that_met_429s_cuts_the_level() -> None:
