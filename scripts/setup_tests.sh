@@ -29,6 +29,10 @@ if (( ! BESIDE_SETUP )); then
   "$PY" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" >"$CONSTRAINTS"
   log "installing nemo_gym[dev] (editable)"
   pip_install -c "$CONSTRAINTS" -e "$REPO_ROOT[dev]"
+  # IFEval's reference checkers: only lm-eval's ifeval modules are used (benchmarks/ifeval/reference.py), which need
+  # nothing of the harness's own dependencies (datasets, evaluate, ...): the dev extra has the three they import.
+  log "installing lm-eval's IFEval checkers (lm-eval, without its dependencies)"
+  pip_install --no-deps "lm-eval==0.4.13"
 fi
 
 # NeMo Gym 0.4.0, the reference the compatibility tests run side by side with ours. It needs Python >= 3.12 and

@@ -45,6 +45,8 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
               "endpoint whose quota runs out: time to a clean stop", False),
     "sick_replica": ("real vLLM beside a replica answering 502 at once: rollouts collected and failed, requests the "
                      "sick one got, throughput vs the healthy replica alone", True),
+    "ifeval_agreement": ("instruction_following vs IFEval's own checkers (lm-eval's ifeval task) over a corpus of "
+                         "2,000+ triples: agreement per kind", False),
     "multiple_choice_extraction": ("multiple_choice's answer reading vs a hand-labelled corpus: agreement, answers "
                                    "read as another letter, CPU per answer", False),
     "experience": ("real vLLM: per-sample vs batched turns; experience layer vs a direct client", True),

@@ -136,6 +136,24 @@ def collector(r: Report) -> str:
                          for client, by_c in r["ratios"]["stack_vs_bare_client"].items())
         out += ["", "Full stack rollouts/s over a bare client's chat requests/s straight to the same stub, at the same "
                 f"concurrency, in the same round (best run of each): {bare}."]
+    if "stack_vs_bare_same_requests" in r["ratios"]:
+        same = r["ratios"]["stack_vs_bare_same_requests"]
+        short = next((key for key in r["ratios"] if key.startswith("stack_vs_bare_same_requests_")), None)
+        cells = ", ".join(f"{c}: **{ratio:.2f}**" for c, ratio in same["aiohttp"].items())
+        tail = (f"; {short.removeprefix('stack_vs_bare_same_requests_').replace('_', ' ')}: "
+                f"**{r['ratios'][short]['aiohttp']:.2f}**" if short else "")
+        out += ["", "The same against the time the bare aiohttp client takes to send the stack's own model requests "
+                f"(two per rollout; 1.0 would mean the stack costs nothing beyond them): {cells}{tail}."]
+    if cpu_rows := r.get("cpu_by_rows"):
+        out += ["", "| CPU per rollout, 256 concurrent | rows | cpu-ms/rollout beyond a run's fixed cost | "
+                "vs smallest | rollouts/s | load |", "|---|---|---|---|---|---|"]
+        first = cpu_rows[0]["cpu_ms_per_rollout_beyond_fixed"]
+        for row in cpu_rows:
+            out.append(f"| full stack | {_n(row['rows'])} | {row['cpu_ms_per_rollout_beyond_fixed']:.3f} | "
+                       f"{row['cpu_ms_per_rollout_beyond_fixed'] / first:.2f}x | {_n(row['rollouts_per_s'])} | "
+                       f"{row['load_average']} |")
+        out += ["", f"A run's fixed cost (the CPU of a run of one row, all processes, the collector's start among it): "
+                f"{cpu_rows[0]['fixed_cpu_ms']:.0f} CPU-ms, taken out of each row above."]
     out += ["", "| collector peak RSS (VmHWM) | rows | peak RSS | vs smallest | rollouts/s | load |",
             "|---|---|---|---|---|---|"]
     for label, key in (("full stack", "full_stack_rss"), ("instant test agent", "instant_agent_rss")):
@@ -584,7 +602,7 @@ def fleet(r: Report) -> str:
     for row in r["utilization"]:
         hits = f"{row['prefix_hit_rate']:.2f}" if row["workload"] == "multi-turn" else "-"
         vs = row["rollouts_per_s"] / best[(row["replicas"], row["workload"])]
-        setting = f"**{row['setting']}**" if row["setting"] == "automatic" else row["setting"]
+        setting = f"**{row['setting']}**" if row["setting"].startswith("automatic") else row["setting"]
         out.append(f"| {row['replicas']} | {row['workload']} | {setting} | {_n(row['level'])} | "
                    f"{_rate(row['rollouts_per_s'])} | {row['utilization']:.3f} | {hits} | {vs:.3f} |")
     out += ["", "| routing, 8 replicas, multi-turn, their slots in flight | rollouts/s | slot utilization | "
@@ -679,7 +697,22 @@ def sick_replica(r: Report) -> str:
             f"Source: {source(r)}.")
 
 
+def ifeval_agreement(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    settings, kinds = r["settings"], r["kinds"]
+    out = ["| kind | compared | agreed | agreement | disagreements explained |", "|---|---|---|---|---|"]
+    for name, kind in kinds.items():
+        out.append(f"| `{name}` | {kind['compared']} | {kind['agreed']} | **{kind['agreement']:.2%}** | "
+                   f"{kind['explained_disagreements']} |")
+    skipped = ", ".join(f"`{name}`" for name in settings["not_compared"])
+    return "\n".join([*out, "", f"{_n(settings['triples'])} triples; not compared: {skipped} (their IFEval checks need "
+                       f"NLTK's punkt models, which no PyPI package ships). Explained: {settings['explained_means']}. "
+                       f"Unexplained disagreements: **{r['ratios']['unexplained_disagreements']}**. Source: {source(r)}."])
+
+
 RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
+    "ifeval_agreement": ("ifeval_agreement", ifeval_agreement),
     "main_output": ("main_command", main_output),
     "glance": ("collector", glance),
     "collector": ("collector", collector),
