@@ -153,6 +153,7 @@ def checkout_first(revision: str | None, work: Path) -> Iterator[str | None]:
 
 
 def profile_rounds(work: Path, inputs: Path, concurrencies: list[int], top: int) -> list[dict[str, Any]]:
+    work.mkdir()
     with weather_stack(work / "stack") as stack:
         run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / "warmup.jsonl.out", WEATHER_AGENT, 64)
         return [profile_round(stack, work, inputs, concurrency, top) for concurrency in concurrencies]
@@ -187,8 +188,9 @@ def main() -> None:
         with checkout_first(args.baseline, work) as commit:
             if commit is not None:
                 print(f"baseline: {commit}", flush=True)
-                baseline = {"commit": commit, "rounds": profile_rounds(work, inputs, concurrencies, args.top)}
-        rounds = profile_rounds(work, inputs, concurrencies, args.top)
+                baseline = {"commit": commit,
+                            "rounds": profile_rounds(work / "then", inputs, concurrencies, args.top)}
+        rounds = profile_rounds(work / "now", inputs, concurrencies, args.top)
         first, last = rounds[0], rounds[-1]
         ratios: dict[str, Any] = {f"cpu_ms_per_rollout_{last['concurrency']}_vs_{first['concurrency']}": {
             name: round(process["cpu_ms_per_rollout"] / first["processes"][name]["cpu_ms_per_rollout"], 3)

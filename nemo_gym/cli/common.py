@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel
 
 import nemo_gym
+from nemo_gym import console
 from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.config.help import help_lines
 from nemo_gym.config.loader import GlobalConfig, load_global_config
@@ -67,7 +68,7 @@ def load_config(argv: Sequence[str], require_complete: bool = True) -> GlobalCon
     config = load_global_config(argv, require_complete=require_complete)
     if build(LoaderSettings, config.values).print_config:
         shown = {key: value for key, value in config.values.items() if key != "print_config"}
-        print(yaml.safe_dump(redact_everywhere(shown), sort_keys=False, default_flow_style=False), end="")
+        console.emit(yaml.safe_dump(redact_everywhere(shown), sort_keys=False, default_flow_style=False), end="")
         sys.exit(0)
     return config
 
@@ -75,24 +76,24 @@ def load_config(argv: Sequence[str], require_complete: bool = True) -> GlobalCon
 def run_cli(main: Callable[[list[str]], int | None], command_help: CommandHelp | None = None) -> None:
     if VERSION_FLAG in sys.argv[1:]:
         command = command_help.command if command_help else Path(sys.argv[0]).name
-        print(f"{command} (nemo_gym) {version()}")
+        console.emit(f"{command} (nemo_gym) {version()}")
         sys.exit(0)
     if command_help is not None and any(arg in HELP_FLAGS for arg in sys.argv[1:]):
-        print(command_help.render())
+        console.emit(command_help.render())
         sys.exit(0)
     try:
         code = main(sys.argv[1:])
     except NemoGymError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        console.error(str(exc))
         sys.exit(EXIT_BAD_INPUT)
     except RetryLaterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        console.error(str(exc))
         sys.exit(EXIT_RETRY_LATER)
     except DownstreamError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        console.error(str(exc))
         sys.exit(EXIT_DOWNSTREAM)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        console.interrupted()
         sys.exit(EXIT_INTERRUPTED)
     sys.exit(code or 0)
 
@@ -115,6 +116,6 @@ def stop_on_sigterm_like_ctrl_c() -> None:
 def print_table(rows: list[dict[str, str]], columns: list[str]) -> None:
     widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
     # No padding after the last column: a line ends where its text does.
-    print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
+    console.emit("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
     for row in rows:
-        print("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns).rstrip())
+        console.emit("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns).rstrip())

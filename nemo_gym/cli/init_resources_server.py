@@ -10,6 +10,7 @@ current directory, where the ng_* commands are then run.
 import shutil
 from pathlib import Path
 
+from nemo_gym import console
 from nemo_gym.cli.common import CommandHelp, run_cli
 from nemo_gym.config.loader import parse_overrides
 from nemo_gym.config.typed import Settings, Text
@@ -38,11 +39,11 @@ def main_args(argv: list[str]) -> int:
         raise ScaffoldError("missing +name=...: the new environment's name, e.g. +name=my_env")
     env_dir = create_environment(options["name"], Path(str(options.get("output_dir", DEFAULT_OUTPUT_DIR))), Path.cwd())
     name = env_dir.name
-    print(f"created {env_dir}/: app.py, configs/{name}.yaml, data/example.jsonl, tests/, README.md")
-    print(f"next: pytest {env_dir}    # its own test: ng_run + ng_collect_rollouts with a scripted model")
+    console.say(f"created {env_dir}/: app.py, configs/{name}.yaml, data/example.jsonl, tests/, README.md")
+    console.say(f"next: pytest {env_dir}    # its own test: ng_run + ng_collect_rollouts with a scripted model")
     if shutil.which("pytest") is None:
-        print("      (there is no pytest on PATH: pip install pytest, or nemo_gym's dev extra)")
-    print(f'      ng_run "+config_paths=[{env_dir}/configs/{name}.yaml,{model_config_path(Path.cwd())}]"')
+        console.say("      (there is no pytest on PATH: pip install pytest, or nemo_gym's dev extra)")
+    console.say(f'      ng_run "+config_paths=[{env_dir}/configs/{name}.yaml,{model_config_path(Path.cwd())}]"')
     return 0
 
 

@@ -6,6 +6,7 @@ A dataset not prepared yet shows as `not prepared` (run ng_prepare_benchmark +be
 config.yaml cannot be read is listed with the error, and the exit status is 2 (bad input).
 """
 
+from nemo_gym import console
 from nemo_gym.benchmark_layout import BenchmarkInfo, describe, find_benchmarks
 from nemo_gym.benchmark_layout.discover import candidate_dirs, shown
 from nemo_gym.cli.common import EXIT_BAD_INPUT, CommandHelp, print_table, run_cli
@@ -22,7 +23,7 @@ def main_args(argv: list[str]) -> int:
         raise ConfigError(f"ng_list_benchmarks takes no options, got {' '.join(argv)}")
     benchmarks = find_benchmarks()
     if not benchmarks:
-        print(f"no benchmarks found (looked in {' and '.join(shown(d) for d in candidate_dirs())})")
+        console.say(f"no benchmarks found (looked in {' and '.join(shown(d) for d in candidate_dirs())})")
         return 0
     rows, broken = [], 0
     for benchmark in benchmarks.values():

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import model_validator
 
+from nemo_gym import console
 from nemo_gym.benchmark_layout import find_benchmark, find_benchmarks, prepare_benchmark
 from nemo_gym.benchmark_layout.discover import shown
 from nemo_gym.cli.common import CommandHelp, run_cli, load_config
@@ -44,7 +45,7 @@ def main_args(argv: list[str]) -> int:
     benchmark = find_benchmark(settings.benchmark)
     options = {key: config.values[key] for key in map(str, command_line) if key not in OWN_KEYS}
     prepared = prepare_benchmark(benchmark, Path(settings.output_dir) if settings.output_dir else None, options)
-    print(f"prepared {benchmark.name}: {prepared.rows} rows in {shown(prepared.path)}")
+    console.say(f"prepared {benchmark.name}: {prepared.rows} rows in {shown(prepared.path)}")
     return 0
 
 

@@ -8,10 +8,10 @@ server's GET /status) says when every server is healthy.
 """
 
 import signal
-import sys
 import time
 from pathlib import Path
 
+from nemo_gym import console
 from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli, load_config
 from nemo_gym.config.global_settings import RunSettings
 from nemo_gym.config.shortcuts import ModelShortcuts
@@ -39,26 +39,25 @@ def main_args(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, _raise_stop)
     try:
         supervisor.start()
-        print(f"starting {len(supervisor.processes)} servers (logs in {log_dir}) ...", flush=True)
+        console.say(f"starting {len(supervisor.processes)} servers (logs in {log_dir}) ...")
         supervisor.wait_healthy()
         rows = [{"name": "head_server", "kind": "head", "implementation": "-", "url": supervisor.head_url}]
         rows += supervisor.listing()
         print_table(rows, ["name", "kind", "implementation", "url"])
-        print("all servers healthy; Ctrl-C to stop", flush=True)
+        console.say("all servers healthy; Ctrl-C to stop")
         while (dead := supervisor.exited()) is None:
             time.sleep(0.5)
         assert dead.popen is not None, "exited() finds started processes only"
-        print(f"error: server '{dead.spec.name}' exited with code {dead.popen.returncode}; log {dead.log_path}",
-              file=sys.stderr)
+        console.error(f"server '{dead.spec.name}' exited with code {dead.popen.returncode}; log {dead.log_path}")
         return EXIT_DOWNSTREAM
     except _Stop as stop:
-        print(f"received {stop}, stopping servers ...", flush=True)
+        console.say(f"received {stop}, stopping servers ...")
         return 0
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         supervisor.stop()
-        print("all servers stopped", flush=True)
+        console.say("all servers stopped")
 
 
 HELP = CommandHelp("ng_run", __doc__, [("Options", RunSettings, ""), ("Policy model shortcuts", ModelShortcuts, "")],

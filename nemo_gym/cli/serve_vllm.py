@@ -16,6 +16,7 @@ import time
 
 from pydantic import Field
 
+from nemo_gym import console
 from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_c
 from nemo_gym.config.loader import parse_overrides
 from nemo_gym.config.shortcuts import served_name
@@ -53,10 +54,6 @@ class ServeVLLMSettings(Settings):
     """Seconds vLLM may take to answer (a cold start is minutes on a CPU)."""
 
 
-def _say(line: str) -> None:
-    print(line, flush=True)
-
-
 def _wait_until_serving(popen: subprocess.Popen, url: str, timeout_s: float) -> float:
     """Seconds until vLLM answered `GET {url}/models`; DownstreamError when it exits or times out first."""
     started = time.monotonic()
@@ -77,19 +74,19 @@ def main_args(argv: list[str]) -> int:
                            max_model_len=settings.max_model_len, gpu=has_nvidia_gpu(), dtype=settings.dtype,
                            gpu_memory_utilization=settings.gpu_memory_utilization, vllm_args=settings.vllm_args)
     dtype = command[command.index("--dtype") + 1]
-    _say(f"starting vLLM: {settings.model} as '{name}' on {url} ({dtype}); its log follows, Ctrl-C stops it")
+    console.say(f"starting vLLM: {settings.model} as '{name}' on {url} ({dtype}); its log follows, Ctrl-C stops it")
     stop_on_sigterm_like_ctrl_c()
     popen = subprocess.Popen(command, env=vllm_env(cpu_kvcache_space_gib=settings.cpu_kvcache_space_gib,
                                                    enable_weight_updates=False),
                              stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
     try:
         ready_s = _wait_until_serving(popen, url, settings.startup_timeout_s)
-        _say(f"vLLM serves '{name}' at {url} (ready after {ready_s:.0f} s); point the policy model at it with "
-             f"configs/vllm_model.yaml and +policy_base_url={url} +policy_model_name={name}")
+        console.say(f"vLLM serves '{name}' at {url} (ready after {ready_s:.0f} s); point the policy model at it with "
+                    f"configs/vllm_model.yaml and +policy_base_url={url} +policy_model_name={name}")
         code = popen.wait()
         raise DownstreamError(f"vLLM exited with code {code} (its log is above)")
     except KeyboardInterrupt:
-        _say("stopping vLLM ...")
+        console.say("stopping vLLM ...")
         return 0
     finally:
         stop_process_groups([popen], SERVE_VLLM_STOP_GRACE_S)

@@ -14,6 +14,7 @@ import time
 
 from pydantic import Field
 
+from nemo_gym import console
 from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli, load_config
 from nemo_gym.compat.head_detect import NATIVE, HeadListing, detect_head
 
@@ -60,7 +61,7 @@ def main_args(argv: list[str]) -> int:
     settings = build(StatusSettings, values)
     if settings.output_jsonl_fpath is not None:
         snapshot = read_progress(RunPaths(settings.output_jsonl_fpath).progress)
-        print("\n".join(progress_lines(snapshot)))
+        console.emit("\n".join(progress_lines(snapshot)))
         return 0 if progress_ok(snapshot, time.time()) else EXIT_DOWNSTREAM
     head_url = head_server(values).url
     listing = run_sync(_listing(head_url))  # a one-line error when there is no head server
@@ -73,7 +74,7 @@ def main_args(argv: list[str]) -> int:
     print_table([_with_time(row) for row in rows], ["name", "kind", "implementation", "url", "health"])
     for row in rows:
         if row.get("last_log_line"):
-            print(f"{row['name']} last logged: {row['last_log_line']}")
+            console.emit(f"{row['name']} last logged: {row['last_log_line']}")
     return 0 if healthy else EXIT_DOWNSTREAM
 
 

@@ -8,11 +8,11 @@ The first open of a set of files builds an index in +index_dir (default ~/.cache
 the same, unchanged files reuse it. The server binds 127.0.0.1 unless +host says otherwise.
 """
 
-import sys
 from pathlib import Path
 
 from pydantic import Field
 
+from nemo_gym import console
 from nemo_gym.cli.common import CommandHelp, run_cli, load_config
 from nemo_gym.config.typed import Text
 from nemo_gym.loopback import is_loopback
@@ -40,27 +40,27 @@ class ViewConfig(_FromGlobal):
     """Where the row indexes are kept (default ~/.cache/nemo_gym/viewer)."""
 
 
-def _say(message: str) -> None:
-    print(f"ng_view: {message}", file=sys.stderr, flush=True)
+def _indexing(message: str) -> None:
+    console.progress(f"ng_view: {message}")
 
 
 def main_args(argv: list[str]) -> int:
     config = ViewConfig.from_global(load_config(argv, require_complete=False))
     cache = Path(config.index_dir) if config.index_dir else default_cache_root()
-    runs = {"a": open_run(config.input_glob, "a", cache, _say)}
+    runs = {"a": open_run(config.input_glob, "a", cache, _indexing)}
     if config.compare_glob:
-        runs["b"] = open_run(config.compare_glob, "b", cache, _say)
+        runs["b"] = open_run(config.compare_glob, "b", cache, _indexing)
     viewer = Viewer(runs)
     if config.export:
         path = export_report(viewer, Path(config.export), config.export_sample)
-        _say(f"wrote {path}")
+        console.say(f"ng_view: wrote {path}")
         return 0
     from nemo_gym.viewer.app import ViewerServer  # the server stack only when serving
 
     if not is_loopback(config.host):
-        _say(f"warning: binding {config.host}: anyone who can reach this machine can read these rollouts")
+        console.warn(f"ng_view binds {config.host}: anyone who can reach this machine can read these rollouts")
     port = config.port or free_port()
-    print(f"ng_view: serving http://{config.host}:{port}/ (Ctrl-C to stop)", flush=True)
+    console.say(f"ng_view: serving http://{config.host}:{port}/ (Ctrl-C to stop)")
     ViewerServer(viewer).serve(config.host, port)
     return 0
 

@@ -16,7 +16,6 @@ are skipped, not guessed: the library's metrics, the report and the merged file 
 names what was skipped and why (`AggregateResult.skipped`), so the caller can say so and exit non-zero.
 """
 
-import sys
 from collections import Counter, defaultdict
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
+from nemo_gym import console
 from nemo_gym.compat.head_detect import NEMO_GYM, HeadServerError
 from nemo_gym.compat.verify_responses import check_answer, verify_responses_body
 from nemo_gym.errors import InputDataError, NemoGymError
@@ -181,8 +181,8 @@ def _copied(lines: Iterable[bytes], write: Callable[[bytes], object]) -> Iterato
 
 def _warn_duplicates(stats: ReadStats) -> None:
     if stats.duplicates:
-        print(f"warning: dropped {stats.duplicates} duplicate rollouts (identical copies of one key) found in "
-              f"{', '.join(sorted(stats.duplicate_files))}", file=sys.stderr, flush=True)
+        console.warn(f"dropped {stats.duplicates} duplicate rollouts (identical copies of one key) found in "
+                     f"{', '.join(sorted(stats.duplicate_files))}")
 
 
 def _merged(dest: Path, stats: ReadStats, failures: dict[tuple[int, int], FailureRecord]) -> MergeStats:
@@ -234,7 +234,7 @@ async def aggregate_rollouts(files: Sequence[Path], metrics_path: Path, servers:
         with writing_metrics(metrics_path) as metrics:
             for agent in agents:
                 accumulator = accumulators[agent]
-                print(f"aggregating {accumulator.rows} rollouts of '{agent}' ...", file=sys.stderr, flush=True)
+                console.progress(f"aggregating {accumulator.rows} rollouts of '{agent}' ...")
                 library = accumulator.finish(dict(failed_by_agent.get(agent, {})))
                 try:
                     answer = await _answer(servers, urls[agent], files, agent, library, metrics_path.parent,

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from nemo_gym import console
 from nemo_gym.compat.head_detect import NEMO_GYM
 from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
 from nemo_gym.http_client import HttpClient
@@ -116,10 +117,6 @@ class _RunState:
     prior_attempts: dict[tuple[int, int], int]
 
 
-def _say(message: str) -> None:
-    print(message, flush=True)
-
-
 async def _agent_urls(servers: ServerClient) -> dict[str, str]:
     listing = await servers.servers()  # raises a one-line error at once when the head server is unreachable
     agents = {name: entry["url"] for name, entry in listing.items() if entry.get("kind") == AGENT_KIND}
@@ -135,18 +132,18 @@ def _resume(config: RolloutCollectionConfig, plan: InputPlan, fp: dict) -> tuple
         if changes and not config.resume_ignore_config_change:
             raise resume_refusal(config.output_path, changes)
         if changes:
-            _say(f"warning: resuming despite config changes ({'; '.join(changes)})")
+            console.warn(f"resuming despite config changes ({'; '.join(changes)})")
     for path in (output, failures):
         dropped = repair_torn_tail(path)
         if dropped:
-            _say(f"repaired {path}: dropped a torn last line ({dropped} bytes) left by an interrupted run")
+            console.say(f"repaired {path}: dropped a torn last line ({dropped} bytes) left by an interrupted run")
     scan = scan_done(output, plan.rollouts_per_task)
     if scan.duplicates:
-        _say(f"warning: {output} holds {scan.duplicates} duplicate rollout rows (written by something else)")
+        console.warn(f"{output} holds {scan.duplicates} duplicate rollout rows (written by something else)")
     if scan.outside:
-        _say(f"warning: {output} holds {scan.outside} rollouts this run's config does not produce")
+        console.warn(f"{output} holds {scan.outside} rollouts this run's config does not produce")
     prior = previous_attempts(failures, scan.done)
-    _say(f"resuming: {len(scan.done)} rollouts already in {output}; {len(prior)} failed ones will be retried")
+    console.say(f"resuming: {len(scan.done)} rollouts already in {output}; {len(prior)} failed ones will be retried")
     return scan.done, prior
 
 
@@ -221,7 +218,7 @@ async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: Tex
         servers = ServerClient(config.head_server_url, http)
         agent_urls = await _agent_urls(servers)
         if config.preflight and servers.head_kind != NEMO_GYM:
-            await preflight_servers(servers, _say)
+            await preflight_servers(servers, console.say)
         if config.dry_run:
             plan = plan_collection(config, set(agent_urls), prompt, seed_top_level=servers.head_kind != NEMO_GYM)
             return CollectionSummary.planned(config, plan.shard_rollouts)
@@ -259,7 +256,8 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
                         progress_stream)
     engine = RolloutEngine(servers, RolloutPolicy.from_config(config))
     engine.run_budget = budget = RetryBudget(max_failure_rate=config.max_failure_rate,
-                                             pause_s=config.failure_pause_s, retry_ratio=config.retry_budget, say=_say)
+                                             pause_s=config.failure_pause_s, retry_ratio=config.retry_budget,
+                                             say=console.say)
     counters = RunCounters()
     live = await ModelServerStats.of_run(servers)  # the model servers' counts before the first rollout
     limit = _concurrency(config, plan.shard_rollouts - progress.initial, live)
@@ -277,8 +275,8 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
         runner.row_listeners.append(uploader.on_row)
     in_parallel = (f"up to {config.num_samples_in_parallel} in parallel, from {limit.level}: {limit.policy.reason}"
                    if config.adaptive_concurrency else f"{config.num_samples_in_parallel} in parallel")
-    _say(f"collecting {plan.shard_rollouts - progress.initial} of {plan.shard_rollouts} rollouts "
-         f"({in_parallel}) into {config.output_path}; progress in {config.run_paths.progress}")
+    console.say(f"collecting {plan.shard_rollouts - progress.initial} of {plan.shard_rollouts} rollouts "
+                f"({in_parallel}) into {config.output_path}; progress in {config.run_paths.progress}")
     started = time.monotonic()
     progress.start()
     ticker.start()
@@ -295,14 +293,15 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
             await live.poll()  # the 429s it stopped on, in the last line and snapshot
         ticker.close(STOPPED if stopped else INTERRUPTED, str(exc))
         when = " once the endpoint serves again" if isinstance(exc, EndpointRefused) else ""
-        _say(f"stopped: every finished rollout is saved in {config.output_path}; {RESUME_HINT} to continue{when}")
+        console.say(f"stopped: every finished rollout is saved in {config.output_path}; {RESUME_HINT} to "
+                    f"continue{when}")
         raise
     else:
         live.stop()
         await live.poll()
         ticker.close()
         for line in live.troubled_replicas():
-            _say(line)
+            console.say(line)
     finally:
         progress.close()
         state.output.close()
@@ -351,10 +350,10 @@ def _concurrency(config: RolloutCollectionConfig, rollouts: int, live: ModelServ
     def say_change(old: int, new: int, outcome: Outcome) -> None:
         nonlocal said_at
         if outcome.rate_limited and new < old:
-            _say(f"concurrency {old} -> {new} (ceiling {ceiling}): a rollout met {outcome.rate_limited} 429s")
+            console.say(f"concurrency {old} -> {new} (ceiling {ceiling}): a rollout met {outcome.rate_limited} 429s")
         elif time.monotonic() - said_at >= SAY_LEVEL_EVERY_S:
             said_at = time.monotonic()
-            _say(f"concurrency {old} -> {new} (ceiling {ceiling}): {policy.reason}")
+            console.say(f"concurrency {old} -> {new} (ceiling {ceiling}): {policy.reason}")
 
     limit.listeners.append(say_change)
     return limit
@@ -395,24 +394,24 @@ def done_line(summary: CollectionSummary) -> str:
 
 
 def print_summary(summary: CollectionSummary) -> None:
-    _say(done_line(summary))
+    console.say(done_line(summary))
     token_line = summary.tokens.summary_line(summary.elapsed_s)
     if token_line:
-        _say(token_line)
-    _say(f"rollouts: {summary.output_jsonl_fpath}")
+        console.say(token_line)
+    console.say(f"rollouts: {summary.output_jsonl_fpath}")
     if summary.aggregate_metrics_fpath:
-        _say(f"metrics: {summary.aggregate_metrics_fpath}")
-        _say(f"report: {report_path(summary.aggregate_metrics_fpath)}")
+        console.say(f"metrics: {summary.aggregate_metrics_fpath}")
+        console.say(f"report: {report_path(summary.aggregate_metrics_fpath)}")
     for line in headline_lines(summary.metric_summaries):
-        _say(line)
+        console.say(line)
     if summary.failed:
         classes = ", ".join(f"{cls}: {n}" for cls, n in sorted(summary.failures_by_class.items()))
-        _say(f"FAILED: {summary.failed} rollouts ({classes}); details in {summary.failures_jsonl_fpath}; "
-             f"{RESUME_HINT} to retry them")
+        console.say(f"FAILED: {summary.failed} rollouts ({classes}); details in {summary.failures_jsonl_fpath}; "
+                    f"{RESUME_HINT} to retry them")
         if summary.exhausted:
-            _say(f"  {summary.exhausted} of them were not retried: they used up +max_total_attempts="
-                 f"{summary.max_total_attempts}; raise it to try them again")
+            console.say(f"  {summary.exhausted} of them were not retried: they used up +max_total_attempts="
+                        f"{summary.max_total_attempts}; raise it to try them again")
     if summary.aggregation_error:
-        _say(f"aggregation failed: {summary.aggregation_error}; retry with ng_aggregate_rollouts "
-             f"+input_glob={summary.output_jsonl_fpath} +output_jsonl_fpath={summary.output_jsonl_fpath} "
-             f"+merge_shards=false")
+        console.say(f"aggregation failed: {summary.aggregation_error}; retry with ng_aggregate_rollouts "
+                    f"+input_glob={summary.output_jsonl_fpath} +output_jsonl_fpath={summary.output_jsonl_fpath} "
+                    f"+merge_shards=false")

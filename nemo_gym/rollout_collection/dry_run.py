@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 
+from nemo_gym import console
 from nemo_gym.rollout_collection.config import RolloutCollectionConfig
 from nemo_gym.rollout_collection.inputs import InputPlan, materialize_inputs
 from nemo_gym.rollout_collection.manifest import fingerprint
@@ -57,10 +58,10 @@ def plan_collection(config: RolloutCollectionConfig, agents: set[str], prompt: P
     sampled = (f"; a random {config.sample} with +sample_seed={config.sample_seed}"
                if config.sample is not None else "")
     by_agent = ", ".join(f"{agent}: {n}" for agent, n in sorted(plan.rollouts_by_agent.items())) or "none"
-    print(f"dry run: every input row is valid; nothing was started or written\n"
-          f"input: {config.input_jsonl_fpath} ({plan.rows} rows{sampled}, {plan.tasks} tasks)\n"
-          f"planned rollouts: {plan.shard_rollouts} (shard {shard_index} of {num_shards}; "
-          f"{config.num_samples_in_parallel} in parallel) by agent: {by_agent}\n"
-          f"output: {config.output_path} ({state})\n"
-          f"fingerprint: {orjson.dumps(fp, option=orjson.OPT_SORT_KEYS).decode()}", flush=True)
+    console.say(f"dry run: every input row is valid; nothing was started or written\n"
+                f"input: {config.input_jsonl_fpath} ({plan.rows} rows{sampled}, {plan.tasks} tasks)\n"
+                f"planned rollouts: {plan.shard_rollouts} (shard {shard_index} of {num_shards}; "
+                f"{config.num_samples_in_parallel} in parallel) by agent: {by_agent}\n"
+                f"output: {config.output_path} ({state})\n"
+                f"fingerprint: {orjson.dumps(fp, option=orjson.OPT_SORT_KEYS).decode()}")
     return plan

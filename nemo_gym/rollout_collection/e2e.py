@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from nemo_gym import console
 from nemo_gym.benchmark_layout.discover import benchmark_holding
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.errors import ConfigError, InputDataError
@@ -104,7 +105,7 @@ def prepare_split_inputs(config: E2ERolloutCollectionConfig, global_config: Glob
     next to the output)."""
     dest = dest or config.prepared_inputs_fpath
     if config.reuse_existing_data_preparation and dest.is_file():
-        print(f"reusing prepared {config.split} inputs {dest}", flush=True)
+        console.say(f"reusing prepared {config.split} inputs {dest}")
         return dest
     datasets = split_datasets(config, global_config)
     for dataset in datasets:
@@ -119,7 +120,7 @@ def prepare_split_inputs(config: E2ERolloutCollectionConfig, global_config: Glob
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
-    print(f"prepared {config.split} inputs from {len(datasets)} dataset(s): {dest}", flush=True)
+    console.say(f"prepared {config.split} inputs from {len(datasets)} dataset(s): {dest}")
     return dest
 
 
@@ -213,9 +214,9 @@ def e2e_collect_rollouts(config: E2ERolloutCollectionConfig, global_config: Glob
     supervisor = Supervisor(global_config, log_dir)
     try:
         supervisor.start()
-        print(f"starting {len(supervisor.processes)} servers (logs in {log_dir}) ...", flush=True)
+        console.say(f"starting {len(supervisor.processes)} servers (logs in {log_dir}) ...")
         supervisor.wait_healthy()
         return run_sync(collect_rollouts(collection_config(config, inputs, supervisor.head_url)))
     finally:
         supervisor.stop()
-        print("all servers stopped", flush=True)
+        console.say("all servers stopped")

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from nemo_gym import console
 from nemo_gym.config.global_settings import head_server
 from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.http_client import HttpClient
@@ -101,10 +102,6 @@ class RolloutCollectionHelper:
         return await collect_rollouts(config, progress_stream)
 
 
-def _say(message: str) -> None:
-    print(message, flush=True)
-
-
 def _input_files(config: RolloutAggregationConfig) -> list[Path]:
     output = Path(config.output_jsonl_fpath).resolve()
     files = [path for path in rollout_files(config.input_glob)
@@ -126,7 +123,7 @@ class RolloutAggregationHelper:
         `EnvironmentMetricsSkipped`, after writing the merged rollouts, the library metrics and the report, when no
         server answered for an environment's own metrics."""
         files = _input_files(config)
-        _say(f"aggregating {len(files)} file(s): {', '.join(map(str, files))}")
+        console.say(f"aggregating {len(files)} file(s): {', '.join(map(str, files))}")
         output = None
         if config.merge_shards:
             output = Path(config.output_jsonl_fpath)
@@ -140,10 +137,10 @@ class RolloutAggregationHelper:
         if result.merged is not None:
             dropped = f"; dropped {result.merged.duplicates} duplicate rollouts" if result.merged.duplicates else ""
             failed = f"; {result.merged.failures} outstanding failures" if result.merged.failures else ""
-            _say(f"merged {result.merged.rows} rollouts into {output}{dropped}{failed}")
-        _say(f"metrics: {result.path}\nreport: {result.report_path}")
+            console.say(f"merged {result.merged.rows} rollouts into {output}{dropped}{failed}")
+        console.say(f"metrics: {result.path}\nreport: {result.report_path}")
         for line in headline_lines(result.summaries):
-            _say(line)
+            console.say(line)
         skipped = result.skipped_message()
         if skipped:
             raise EnvironmentMetricsSkipped(skipped)

@@ -24,6 +24,7 @@ from typing import Any, Generator, Iterator, TextIO
 
 import orjson
 
+from nemo_gym import console
 from nemo_gym.config.servers import parse_server_tree
 from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.http_client import HttpClient
@@ -75,10 +76,6 @@ async def agent_environments(servers: ServerClient) -> dict[str, str]:
     specs = parse_server_tree(await servers.global_config())
     return {name: spec.settings["resources_server"]["name"] for name, spec in specs.items()
             if spec.kind == AGENT_KIND and isinstance(spec.settings.get("resources_server"), dict)}
-
-
-def _say(message: str) -> None:
-    print(message, flush=True)
 
 
 def _steps(config: RolloutReverificationConfig) -> Generator[RowAction, None, None]:
@@ -155,7 +152,7 @@ def _prepare(config: RolloutReverificationConfig, plan: Survey) -> tuple[AppendF
                                    f"changed ({'; '.join(changes)}); use a new +output_jsonl_fpath")
             for path in (config.output_path, config.failures_jsonl_fpath):
                 if repair_torn_tail(path):
-                    _say(f"repaired {path}: dropped a torn last line left by an interrupted run")
+                    console.say(f"repaired {path}: dropped a torn last line left by an interrupted run")
             done = scan_done(config.output_path, plan.rollouts_per_task).done
             prior = previous_attempts(config.failures_jsonl_fpath, done)
             recorded = set(latest_failures([config.failures_jsonl_fpath], done))
@@ -224,11 +221,11 @@ async def reverify_rollouts(config: RolloutReverificationConfig,
                 summary.aggregation_error = str(exc)
         print_summary(summary)
         if plan.actions["carry"]:
-            _say(f"  {plan.actions['carry']} of the run's rollouts failed before they were verified: no "
-                 f"re-verification can redo them; resume the collection of {config.input_jsonl_fpath} for those")
+            console.say(f"  {plan.actions['carry']} of the run's rollouts failed before they were verified: no "
+                        f"re-verification can redo them; resume the collection of {config.input_jsonl_fpath} for those")
         if plan.actions["missing"]:
-            _say(f"warning: {plan.actions['missing']} rollouts of the run were never finished (in neither its "
-                 f"output nor its failures file); resume its collection first to include them")
+            console.warn(f"{plan.actions['missing']} rollouts of the run were never finished (in neither its "
+                         f"output nor its failures file); resume its collection first to include them")
     finally:
         await http.aclose()
         os.close(source_lock)
@@ -245,7 +242,7 @@ async def _run(config: RolloutReverificationConfig, plan: Survey, servers: Serve
     runner = Runner(VerifyEngine(servers, policy, environments), config.max_total_attempts, output, failures, done,
                     prior, progress)
     passing = _PassThrough(output, failures, done, recorded, progress)
-    _say(f"re-verifying {plan.actions['verify']} rollouts of {config.input_jsonl_fpath}"
+    console.say(f"re-verifying {plan.actions['verify']} rollouts of {config.input_jsonl_fpath}"
          + (f" (copying {plan.actions['copy']} verified ones)" if config.failed_only else "")
          + f", {config.num_samples_in_parallel} in parallel, into {config.output_path}")
     started = time.monotonic()
@@ -254,8 +251,8 @@ async def _run(config: RolloutReverificationConfig, plan: Survey, servers: Serve
         with closing(_steps(config)) as steps:
             stats = await runner.run(passing.to_verify(steps), config.num_samples_in_parallel)
     except BaseException:
-        _say(f"stopped: every finished verification is saved in {config.output_path}; rerun the same command with "
-             f"+resume_from_cache=true to continue")
+        console.say(f"stopped: every finished verification is saved in {config.output_path}; rerun the same "
+                    f"command with +resume_from_cache=true to continue")
         raise
     finally:
         progress.close()

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from nemo_gym import console
 from nemo_gym.model_calls import ModelCall
 from nemo_gym.rollout_collection.concurrency import AdaptiveLimit
 from nemo_gym.rollout_collection.progress import Progress
@@ -151,8 +152,8 @@ class ProgressFileTicker:
         except OSError as exc:
             if not self._write_failed:
                 self._write_failed = True
-                print(f"warning: cannot write the progress file {self.path} ({exc}); the run goes on, and the "
-                      f"file is tried again every {INTERVAL_S:g} s", flush=True)
+                console.warn(f"cannot write the progress file {self.path} ({exc}); the run goes on, and the "
+                             f"file is tried again every {INTERVAL_S:g} s")
 
     async def _tick(self) -> None:
         while True:

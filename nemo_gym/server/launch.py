@@ -14,6 +14,7 @@ from types import ModuleType
 
 import orjson
 
+from nemo_gym import console
 from nemo_gym.config.redact import secret_values
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.errors import ConfigError
@@ -82,7 +83,7 @@ def main() -> None:
         configure_logging(spec.name, level=server_settings(BaseServer, spec, unknown="ignore").log_level.upper())
         cls = server_class(spec)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        console.error(str(exc))
         sys.exit(2)
     head_url = os.environ.get(HEAD_URL_ENV)
     server = cls(spec, head_url=head_url)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import orjson
 import uvicorn
 
+from nemo_gym import console
 from nemo_gym.config.global_settings import head_server
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.config.redact import secret_values
@@ -191,7 +192,7 @@ class Supervisor:
         pending = {p.spec.name: p for p in self.processes}
         deadlines = {p.spec.name: time.monotonic() + p.settings.startup_timeout_s for p in self.processes}
         self._wait_head()
-        say = say or _print_flushed
+        say = say or console.say
         next_progress = time.monotonic() + PROGRESS_EVERY_S
         while pending:
             if time.monotonic() >= next_progress:
@@ -241,10 +242,6 @@ class Supervisor:
             self._head.should_exit = True
             self._head_thread.join(timeout=5)
             self._head = None
-
-
-def _print_flushed(line: str) -> None:
-    print(line, flush=True)
 
 
 def answers(url: str) -> bool:

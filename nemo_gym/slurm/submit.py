@@ -24,6 +24,7 @@ import orjson
 from omegaconf import OmegaConf
 from pydantic import Field
 
+from nemo_gym import console
 from nemo_gym.cli.common import CommandHelp, run_cli
 from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.config import load_global_config
@@ -129,8 +130,8 @@ def parse_request(argv: list[str]) -> SubmitRequest:
             raise ConfigError(f"+{key} is set by the job script for each task; leave it out")
         else:
             if is_secret_key(key):
-                print(f"warning: +{key} is copied into the job scripts (which Slurm keeps); "
-                      f"put secrets in env.yaml in the working directory instead", file=sys.stderr)
+                console.warn(f"+{key} is copied into the job scripts (which Slurm keeps); "
+                             f"put secrets in env.yaml in the working directory instead")
             forwarded.append(token)
     own_settings = build(SubmitSettings, plain_dict(own), unknown="error")
     return SubmitRequest(
@@ -232,7 +233,8 @@ def aggregate_ng_run_args(request: SubmitRequest, workdir: Path, collect_servers
         if name in collect_servers and len(rest) >= 2:
             spec = servers.get(name)
             if spec is None or (spec.kind, spec.implementation) != (rest[0], rest[1]):
-                print(f"note: +{key} is not passed to the aggregate job (its config defines {name} differently)")
+                console.say(f"note: +{key} is not passed to the aggregate job (its config defines {name} "
+                            f"differently)")
                 continue
         args.append(token)
     return args
@@ -251,7 +253,7 @@ def _run(command: list[str]) -> str:
 def _sbatch(args: list[str], dry_run: bool) -> str:
     command = ["sbatch", "--parsable", *args]
     if dry_run:
-        print("would run:", shlex.join(command))
+        console.say(f"would run: {shlex.join(command)}")
         return "DRY-RUN"
     return _run(command).strip().split(";")[0]
 
@@ -283,13 +285,14 @@ def _submit(layout: RunLayout, shards: list[int], record: dict[str, Any], dry_ru
     entry["aggregate_job_id"] = _sbatch([*dependency_args, str(layout.aggregate_script)], dry_run)
     verb = "would submit" if dry_run else "submitted"
     if shards:
-        print(f"{verb} collect array {entry['collect_job_id']} (shards {array}) -> logs {layout.shard_log('<i>')}")
-    print(f"{verb} aggregate job {entry['aggregate_job_id']} -> {layout.merged_output}, "
-          f"log {layout.aggregate_log}")
+        console.say(f"{verb} collect array {entry['collect_job_id']} (shards {array}) -> logs "
+                    f"{layout.shard_log('<i>')}")
+    console.say(f"{verb} aggregate job {entry['aggregate_job_id']} -> {layout.merged_output}, "
+                f"log {layout.aggregate_log}")
     if not dry_run:
         record["submissions"].append(entry)
         layout.submission.write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
-        print(follow_hint(layout, entry))
+        console.say(follow_hint(layout, entry))
     return entry
 
 
@@ -322,7 +325,7 @@ def submit_new(request: SubmitRequest) -> dict[str, Any]:
     for path, text in ((layout.collect_script, collect), (layout.aggregate_script, aggregate)):
         path.write_text(text)
         path.chmod(0o700)  # they hold the command line; only the submitting user reads them
-    print(f"job scripts: {layout.collect_script}, {layout.aggregate_script}")
+    console.say(f"job scripts: {layout.collect_script}, {layout.aggregate_script}")
     record: dict[str, Any] = {
         "num_shards": request.num_shards,
         "dependency": request.slurm.dependency,
@@ -355,15 +358,15 @@ def submit_resume(request: SubmitRequest) -> dict[str, Any] | None:
             raise SubmitError(f"aggregate job {job} is {state}; wait for it or scancel it first")
         # A pending aggregate job waits on the old array; the new submission brings its own.
         if request.slurm.dry_run:
-            print(f"would cancel pending aggregate job {job}")
+            console.say(f"would cancel pending aggregate job {job}")
         else:
             _run(["scancel", job])
-            print(f"cancelled pending aggregate job {job}")
+            console.say(f"cancelled pending aggregate job {job}")
 
     shards = layout.incomplete_shards()
-    print(f"incomplete shards: {shards or 'none'}")
+    console.say(f"incomplete shards: {shards or 'none'}")
     if not shards and layout.summary.is_file() and not orjson.loads(layout.summary.read_bytes()).get("problems"):
-        print(f"the run is complete: {layout.merged_output}")
+        console.say(f"the run is complete: {layout.merged_output}")
         return None
     return _submit(layout, shards, record, request.slurm.dry_run)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from nemo_gym import console
 from nemo_gym.run_files.failures import latest_failures
 from nemo_gym.run_files.manifest import read_manifest
 from nemo_gym.run_files.rows import iter_lines, row_key
@@ -79,15 +80,15 @@ def shard_report(layout: RunLayout, shard: int) -> ShardReport:
 
 def print_shards(reports: list[ShardReport]) -> None:
     header = f"{'SHARD':>5}  {'ROLLOUTS':>9}  {'EXPECTED':>9}  {'DUPLICATES':>10}  {'FAILED':>6}  DONE  FAILURE CLASSES"
-    print(header)
+    console.emit(header)
     for r in reports:
         expected = "?" if r.expected is None else str(r.expected)
         classes = ", ".join(f"{name}: {n}" for name, n in sorted(r.failures_by_class.items())) or "-"
-        print(f"{r.shard:>5}  {r.rollouts:>9}  {expected:>9}  {r.duplicates:>10}  {r.failed:>6}  "
-              f"{'yes' if r.done else 'NO':<4}  {classes}")
-    print(f"{'total':>5}  {sum(r.rollouts for r in reports):>9}  "
-          f"{sum(r.expected or 0 for r in reports):>9}  {sum(r.duplicates for r in reports):>10}  "
-          f"{sum(r.failed for r in reports):>6}")
+        console.emit(f"{r.shard:>5}  {r.rollouts:>9}  {expected:>9}  {r.duplicates:>10}  {r.failed:>6}  "
+                     f"{'yes' if r.done else 'NO':<4}  {classes}")
+    console.emit(f"{'total':>5}  {sum(r.rollouts for r in reports):>9}  "
+                 f"{sum(r.expected or 0 for r in reports):>9}  {sum(r.duplicates for r in reports):>10}  "
+                 f"{sum(r.failed for r in reports):>6}")
 
 
 def merged_report(layout: RunLayout, reports: list[ShardReport]) -> tuple[dict[str, Any], list[str]]:
@@ -127,19 +128,19 @@ def main(argv: list[str] | None = None) -> int:
     print_shards(reports)
     incomplete = [r.shard for r in reports if not r.done]
     if args.require_complete_shards and incomplete:
-        print(f"error: shards {incomplete} did not complete (see {layout.shard_log('<i>')}); "
-              f"continue the run with: ng_slurm_submit +run_dir={layout.run_dir} +resume=true", file=sys.stderr)
+        console.error(f"shards {incomplete} did not complete (see {layout.shard_log('<i>')}); "
+                      f"continue the run with: ng_slurm_submit +run_dir={layout.run_dir} +resume=true")
         return 1
     if args.write is None:
         return 0
 
     merged, problems = merged_report(layout, reports)
-    print(f"merged: {merged['unique_keys']} rollouts in {merged['path']}; metrics: {merged['aggregate_metrics']}")
+    console.say(f"merged: {merged['unique_keys']} rollouts in {merged['path']}; metrics: {merged['aggregate_metrics']}")
     args.write.write_bytes(orjson.dumps(
         {"shards": [asdict(r) for r in reports], "merged": merged, "problems": problems}, option=orjson.OPT_INDENT_2
     ))
     for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
+        console.error(problem)
     return 1 if problems else 0
 
 

@@ -105,7 +105,7 @@ def test_changed_config_is_refused_unless_explicitly_allowed(
                                         "+responses_create_params={temperature: 0.1}",
                                         "+resume_ignore_config_change=true"), tmp_path)
     assert accepted.returncode == 0, accepted.stderr
-    assert "warning: resuming despite config changes" in accepted.stdout
+    assert "warning: resuming despite config changes" in accepted.stderr
     assert sorted(keys(out)) == [(t, r) for t in range(6) for r in range(REPEATS)]
     rows = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in read_rows(out)}
     assert "extra_field" not in rows[(0, 0)] and rows[(5, 0)]["extra_field"] == "changed"
