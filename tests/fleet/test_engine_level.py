@@ -7,7 +7,14 @@ import pytest
 
 from nemo_gym.responses_api_models.vllm_model.engine_load import EngineLoad, parse_metrics
 from nemo_gym.rollout_collection.concurrency import DECREASE, Outcome
-from nemo_gym.rollout_collection.engine_level import BACKOFF, KV_TARGET, EngineLevel, FleetLoad, start_level
+from nemo_gym.rollout_collection.engine_level import (
+    BACKOFF,
+    KV_TARGET,
+    RAISE,
+    EngineLevel,
+    FleetLoad,
+    start_level,
+)
 
 # vLLM 0.32's /metrics, cut to the lines read (and a few beside them), for a vLLM with two engines.
 METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -101,11 +108,15 @@ def test_the_level_backs_off_on_a_preemption_or_a_full_kv_cache(load: dict, caus
     assert again > 34 if cause == "preemptions" else again == int(34 * BACKOFF)
 
 
-def test_a_queue_beyond_a_short_one_lowers_the_level_by_its_excess_and_a_short_one_holds_it() -> None:
+def test_a_queue_beyond_a_short_one_lowers_the_level_by_its_excess_and_a_short_one_slows_the_rise() -> None:
     policy = EngineLevel(ceiling=1000, level=240, load=_load())
     policy.observe(_load(running=200, waiting=30), level=240, in_flight=240)  # a short queue: 10 of 200 running
     assert policy.next_level(240, _outcome(), admitted=300) == 220 and "waiting" in policy.reason
-    policy.observe(_load(running=200, waiting=5), level=220, in_flight=220)  # the batches full, a few waiting
+    # The batches full and a few waiting, as a busy fleet always shows between steps: it rises, but only by RAISE
+    # whatever room the KV caches have (the simulated 32-replica fleet held at 41% of its slots on a hold here).
+    policy.observe(_load(running=200, waiting=5, kv=0.1), level=220, in_flight=220)
+    assert policy.next_level(220, _outcome(), admitted=310) == int(220 * RAISE) and "short queue" in policy.reason
+    policy.observe(_load(running=200, waiting=5, kv=0.1), level=220, in_flight=200)  # places free: it holds
     assert policy.next_level(220, _outcome(), admitted=310) == 220
     policy.observe(_load(running=3, waiting=4), level=8, in_flight=8)
     assert policy.next_level(8, _outcome(), admitted=320) == 5  # a queue of one is short enough
