@@ -310,6 +310,22 @@ def cpu_profile(r: Report) -> str:
             cells.append(", ".join(f"{lib.replace('/', '.')} {share:.0%}" for lib, share in list(shares.items())[:4])
                          or "-")
         out.append(f"| {name} | {cells[0]} | {cells[1]} |")
+    if baseline := r.get("baseline"):
+        then = {x["concurrency"]: x for x in baseline["rounds"]}
+        out += ["", f"Now against commit {baseline['commit']} (profiled the same way, minutes apart, in the same run):",
+                "", "| process | " + " | ".join(f"at {x['concurrency']}: then → now" for x in rounds) + " |",
+                "|---|" + "---|" * len(rounds)]
+        for name in names:
+            cells = []
+            for x in rounds:
+                before = then[x["concurrency"]]["processes"].get(name, {}).get("cpu_ms_per_rollout")
+                after = x["processes"].get(name, {}).get("cpu_ms_per_rollout", 0.0)
+                cells.append(f"{before:.3f} → {after:.3f} (**{after / before:.2f}x**)" if before else "-")
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
+        out.append("| whole stack | " + " | ".join(
+            f"{then[x['concurrency']]['cpu_ms_per_rollout']:.3f} → {x['cpu_ms_per_rollout']:.3f} "
+            f"(**{x['cpu_ms_per_rollout'] / then[x['concurrency']]['cpu_ms_per_rollout']:.2f}x**)" for x in rounds)
+            + " |")
     return "\n".join(out)
 
 
