@@ -2,9 +2,7 @@
 corpus (benchmarks/ifeval/corpus.py), kind by kind: what the agreement benchmark records and the environment's test
 asserts.
 
-Two kinds are not compared (`NEEDS_PUNKT`). In the two case kinds IFEval also asks langdetect whether the text is
-English; a disagreement there is `explained` when langdetect's answer is what made IFEval's verdict differ, the
-casing rule itself agreeing (`str.islower` / `str.isupper`, as here).
+Two kinds are not compared (`NEEDS_PUNKT`). A disagreement is listed with its triple.
 """
 
 import contextlib
@@ -18,26 +16,16 @@ from benchmarks.ifeval.corpus import Triple, corpus
 from benchmarks.ifeval.reference import NEEDS_PUNKT, reference_follows
 from nemo_gym.resources_servers.instruction_following.app import follow_instructions
 
-LANGUAGE_CHECKED = {"change_case:english_lowercase": str.islower, "change_case:english_capital": str.isupper}
-EXPLANATION = "IFEval's langdetect did not read the text as English; the casing rule agrees"
-
 
 @dataclass
 class KindAgreement:
     compared: int = 0
     agreed: int = 0
-    explained: int = 0  # disagreements of a documented, deliberate difference
-    unexplained: list[dict[str, Any]] = field(default_factory=list)
+    disagreements: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"compared": self.compared, "agreed": self.agreed, "agreement": round(self.agreed / self.compared, 4),
-                "explained_disagreements": self.explained, "unexplained_disagreements": self.unexplained}
-
-
-def _explained(triple: Triple, reference: bool, ours: bool) -> bool:
-    casing = LANGUAGE_CHECKED.get(triple.instruction_id)
-    return casing is not None and not reference and ours and bool(triple.response.strip()) and casing(
-        triple.response)
+                "disagreements": self.disagreements}
 
 
 def measure(triples: list[Triple] | None = None) -> tuple[dict[str, KindAgreement], dict[str, Any]]:
@@ -59,10 +47,8 @@ def measure(triples: list[Triple] | None = None) -> tuple[dict[str, KindAgreemen
         kind.compared += 1
         if reference == ours:
             kind.agreed += 1
-        elif _explained(triple, reference, ours):
-            kind.explained += 1
         else:
-            kind.unexplained.append({"kwargs": triple.kwargs, "response": triple.response[:300],
+            kind.disagreements.append({"kwargs": triple.kwargs, "response": triple.response[:300],
                                      "origin": triple.origin, "reference": reference, "ours": ours})
     about = {"triples": len(triples), "origins": dict(Counter(t.origin for t in triples)),
              "not_compared": {kind: "its IFEval check needs NLTK's punkt models, which no PyPI package ships"

@@ -717,14 +717,13 @@ def ifeval_agreement(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
     settings, kinds = r["settings"], r["kinds"]
-    out = ["| kind | compared | agreed | agreement | disagreements explained |", "|---|---|---|---|---|"]
+    out = ["| kind | compared | agreed | agreement |", "|---|---|---|---|"]
     for name, kind in kinds.items():
-        out.append(f"| `{name}` | {kind['compared']} | {kind['agreed']} | **{kind['agreement']:.2%}** | "
-                   f"{kind['explained_disagreements']} |")
+        out.append(f"| `{name}` | {kind['compared']} | {kind['agreed']} | **{kind['agreement']:.2%}** |")
     skipped = ", ".join(f"`{name}`" for name in settings["not_compared"])
     return "\n".join([*out, "", f"{_n(settings['triples'])} triples; not compared: {skipped} (their IFEval checks need "
-                       f"NLTK's punkt models, which no PyPI package ships). Explained: {settings['explained_means']}. "
-                       f"Unexplained disagreements: **{r['ratios']['unexplained_disagreements']}**. Source: {source(r)}."])
+                       f"NLTK's punkt models, which no PyPI package ships). Disagreements: "
+                       f"**{r['ratios']['disagreements']}**. Source: {source(r)}."])
 
 
 RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {

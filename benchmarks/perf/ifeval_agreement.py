@@ -9,7 +9,7 @@ Needs lm-eval, langdetect, immutabledict and nltk (scripts/setup_tests.sh instal
 
 import argparse
 
-from benchmarks.ifeval.agreement import EXPLANATION, measure
+from benchmarks.ifeval.agreement import measure
 from benchmarks.perf.results import recording
 
 
@@ -20,18 +20,14 @@ def main() -> None:
     with recording("ifeval_agreement", args.quick) as recorder:
         kinds, about = measure()
         for name, kind in kinds.items():
-            print(f"{kind.agreed / kind.compared:7.2%}  {kind.agreed:>4}/{kind.compared:<4} "
-                  f"(+{kind.explained} explained)  {name}", flush=True)
+            print(f"{kind.agreed / kind.compared:7.2%}  {kind.agreed:>4}/{kind.compared:<4}  {name}", flush=True)
         compared = sum(kind.compared for kind in kinds.values())
         ratios = {
             "agreement_overall": round(sum(kind.agreed for kind in kinds.values()) / compared, 4),
             "agreement_lowest_kind": round(min(kind.agreed / kind.compared for kind in kinds.values()), 4),
-            "agreement_lowest_kind_without_language_detection": round(min(
-                (kind.agreed + kind.explained) / kind.compared for kind in kinds.values()), 4),
-            "unexplained_disagreements": sum(len(kind.unexplained) for kind in kinds.values()),
+            "disagreements": sum(len(kind.disagreements) for kind in kinds.values()),
         }
-        recorder.write(ratios, {"settings": {**about, "explained_means": EXPLANATION,
-                                             "reference": "lm-eval's lm_eval/tasks/ifeval checkers, strict"},
+        recorder.write(ratios, {"settings": {**about, "reference": "lm-eval's lm_eval/tasks/ifeval checkers, strict"},
                                 "kinds": {name: kind.to_dict() for name, kind in sorted(kinds.items())}})
 
 

@@ -8,10 +8,10 @@ says its KV caches hold the work, and follows their queues, instead of probing f
   read, or KV caches fuller than `KV_TARGET`, back the level off to `BACKOFF` times the rollouts in flight;
   requests waiting in vLLM's queues beyond a short queue (`WAIT_SLACK` of those running, at least one) lower it to
   the rollouts in flight less that excess, so that the batches stay full and nothing more waits; with every place
-  taken (the level, not the fleet, holds rollouts back) it rises: with nothing waiting by the room the KV caches
-  have left (`KV_TARGET` over their use: what the requests running now take tells how many more fit), between
-  `RAISE` and `MAX_RAISE` times, with a short queue (a busy fleet always shows one between its engines' steps) by
-  `RAISE`, at least one more either way; else it holds. A rollout spends part of its time outside vLLM (tools,
+  taken (the level, not the fleet, holds rollouts back) and no more than a short queue waiting (a busy fleet always
+  shows one between its engines' steps) it rises by the room the KV caches have left (`KV_TARGET` over their use:
+  what the requests running now take tells how many more fit), between `RAISE` and `MAX_RAISE` times, at least one
+  more; else it holds. A rollout spends part of its time outside vLLM (tools,
   verification), which the queue accounts for. Cuts start from what is in flight, so a queue that two reads see
   before the rollouts above the new level have ended cuts once, not twice.
 - A rollout that failed as rate-limited cuts the level as `Aimd` does (concurrency.py).
@@ -103,9 +103,9 @@ class EngineLevel:
             self.target = max(1, min(level, in_flight - (load.waiting - short_queue)))
             self.reason = f"lowered by the requests waiting beyond a short queue ({load.line()})"
         elif in_flight >= level:  # every place taken: the level, not the fleet, holds rollouts back
-            # A short queue is what a busy fleet always shows between its engines' steps; it slows the rise.
+            # A short queue is what a busy fleet always shows between its engines' steps: no reason to hold.
             room = KV_TARGET / load.kv_cache_usage if load.kv_cache_usage > 0 else MAX_RAISE
-            factor = RAISE if load.waiting else min(MAX_RAISE, max(RAISE, room))
+            factor = min(MAX_RAISE, max(RAISE, room))
             self.target = min(self.ceiling, max(level + 1, math.floor(level * factor)))
             self.reason = (f"raised: {'only a short queue' if load.waiting else 'nothing'} waits in vLLM "
                            f"({load.line()})")

@@ -10,7 +10,6 @@ from nemo_gym.rollout_collection.concurrency import DECREASE, Outcome
 from nemo_gym.rollout_collection.engine_level import (
     BACKOFF,
     KV_TARGET,
-    RAISE,
     EngineLevel,
     FleetLoad,
     start_level,
@@ -112,10 +111,10 @@ def test_a_queue_beyond_a_short_one_lowers_the_level_by_its_excess_and_a_short_o
     policy = EngineLevel(ceiling=1000, level=240, load=_load())
     policy.observe(_load(running=200, waiting=30), level=240, in_flight=240)  # a short queue: 10 of 200 running
     assert policy.next_level(240, _outcome(), admitted=300) == 220 and "waiting" in policy.reason
-    # The batches full and a few waiting, as a busy fleet always shows between steps: it rises, but only by RAISE
-    # whatever room the KV caches have (the simulated 32-replica fleet held at 41% of its slots on a hold here).
-    policy.observe(_load(running=200, waiting=5, kv=0.1), level=220, in_flight=220)
-    assert policy.next_level(220, _outcome(), admitted=310) == int(220 * RAISE) and "short queue" in policy.reason
+    # The batches full and a few waiting, as a busy fleet always shows between steps: it rises by the KV caches'
+    # room as with none waiting (the simulated 32-replica fleet held at 41% of its slots on a hold here).
+    policy.observe(_load(running=200, waiting=5, kv=0.6), level=220, in_flight=220)
+    assert policy.next_level(220, _outcome(), admitted=310) == 330 and "short queue" in policy.reason
     policy.observe(_load(running=200, waiting=5, kv=0.1), level=220, in_flight=200)  # places free: it holds
     assert policy.next_level(220, _outcome(), admitted=310) == 220
     policy.observe(_load(running=3, waiting=4), level=8, in_flight=8)

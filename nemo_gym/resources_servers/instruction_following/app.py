@@ -5,9 +5,10 @@ each rule). `verify` adds the breakdown: `follow_instruction_list` (one bool per
 `num_instructions`, `num_followed` and `followed:<instruction id>` (1.0 or 0.0; an id listed twice must be followed
 both times). An empty answer follows nothing.
 
-The checks take time linear in the answer (checks.py), and a long answer is checked in a worker thread, so a
-megabyte of degenerate text neither stalls the server nor delays its other requests; a check that still runs past
-VERIFY_TIMEOUT_S fails the verification as `judge_error` (verify_timeout), never as reward 0.
+The checks take time linear in the answer (checks.py), and a long answer, or a row whose case kinds ask langdetect
+whether the answer is English, is checked in a worker thread, so a megabyte of degenerate text neither stalls the
+server nor delays its other requests; a check that still runs past VERIFY_TIMEOUT_S fails the verification as
+`judge_error` (verify_timeout), never as reward 0.
 
 In the aggregate metrics, `mean/followed:<instruction id>` is how often that kind was followed where it was asked
 (the per-instruction breakdown), and the key metrics add `instruction_level_accuracy` (followed instructions over
@@ -15,11 +16,13 @@ all instructions, IFEval's instruction-level figure) to the mean reward (its pro
 """
 
 import asyncio
+from functools import partial
 from typing import Any
 
 from nemo_gym.failures import FailureClass
 from nemo_gym.protocol import final_message_text
-from nemo_gym.resources_servers.base import ResourcesServer, failed_verification
+from nemo_gym.resources_servers.base import ResourcesServer, ResourcesSettings, failed_verification
+from nemo_gym.resources_servers.instruction_following import checks
 from nemo_gym.resources_servers.instruction_following.instructions import InstructionError, checked_kwargs
 from nemo_gym.server.base import HandlerError
 
@@ -31,7 +34,12 @@ VERIFY_TIMEOUT_S = 10.0
 VERIFY_TIMEOUT = "verify_timeout"
 
 
-def follow_instructions(text: str, instruction_ids: Any, kwargs_list: Any) -> list[tuple[str, bool]]:
+# The kinds whose text must also be English (IFEval's rule, `check_english`).
+ENGLISH_KINDS = frozenset({"change_case:english_lowercase", "change_case:english_capital"})
+
+
+def follow_instructions(text: str, instruction_ids: Any, kwargs_list: Any,
+                        check_english: bool = True) -> list[tuple[str, bool]]:
     """(id, followed) per instruction of a row, in order; InstructionError for a row this cannot check."""
     if not isinstance(instruction_ids, list) or not instruction_ids:
         raise InstructionError("'instruction_id_list' must be a non-empty list of instruction ids")
@@ -40,18 +48,29 @@ def follow_instructions(text: str, instruction_ids: Any, kwargs_list: Any) -> li
         raise InstructionError("'kwargs' must be a list with one object per entry of 'instruction_id_list'")
     checked = [checked_kwargs(instruction_id, kwargs) for instruction_id, kwargs in zip(instruction_ids, kwargs_list)]
     answered = bool(text.strip())
-    return [(instruction.id, answered and instruction.check(text, **kwargs)) for instruction, kwargs in checked]
+    return [(instruction.id, answered and instruction.check(text, **kwargs)
+             and (not check_english or instruction.id not in ENGLISH_KINDS or checks.english(text)))
+            for instruction, kwargs in checked]
+
+
+class InstructionFollowingSettings(ResourcesSettings):
+    check_english: bool = True
+    """change_case:english_lowercase and english_capital also ask langdetect whether the answer is English, as IFEval
+    does; false checks the casing alone (langdetect reads many texts in capitals as another language)."""
 
 
 class InstructionFollowingResourcesServer(ResourcesServer):
+    Settings = InstructionFollowingSettings
+    settings: InstructionFollowingSettings
+
     async def verify(self, row: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
         text, ids, kwargs = final_message_text(response), row.get("instruction_id_list"), row.get("kwargs")
+        check = partial(follow_instructions, text, ids, kwargs, self.settings.check_english)
         try:
-            if len(text) <= INLINE_CHARS:
-                followed = follow_instructions(text, ids, kwargs)
-            else:
-                followed = await asyncio.wait_for(asyncio.to_thread(follow_instructions, text, ids, kwargs),
-                                                  VERIFY_TIMEOUT_S)
+            if len(text) <= INLINE_CHARS and not ENGLISH_KINDS.intersection(ids if isinstance(ids, list) else ()):
+                followed = check()
+            else:  # long, or asks langdetect (milliseconds a call, its profiles a second on the first): in a thread
+                followed = await asyncio.wait_for(asyncio.to_thread(check), VERIFY_TIMEOUT_S)
         except InstructionError as exc:
             raise HandlerError(400, f"the row's instructions: {exc}") from None
         except TimeoutError:

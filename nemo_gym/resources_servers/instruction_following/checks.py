@@ -1,12 +1,14 @@
 """The checks behind the verifiable instructions: pure functions of the answer's text (and the instruction's
 parameters), each True when the text follows the instruction. `instructions.py` names them and says them to the
 model. Each rule is IFEval's (lm-eval's ifeval checkers give the same verdicts on a corpus of 2,000 and more answers:
-benchmarks/results/ifeval_agreement.json), read in time linear in the answer, with three differences written down in
-docs/environments.md: a keyword or section marker is matched as text, not as a regular expression; the two case
-kinds do not ask a language detector whether the text is English; and number_sentences and capital_word_frequency,
-whose IFEval rules need NLTK's punkt models, keep rules of their own.
+benchmarks/results/ifeval_agreement.json), read in time linear in the answer, with two differences written down in
+docs/environments.md: a keyword or section marker is matched as text, not as a regular expression; and
+number_sentences and capital_word_frequency, whose IFEval rules need NLTK's punkt models, keep rules of their own.
+The two case kinds ask langdetect whether the text is English, as IFEval does (`english`), unless the server's
+`check_english` setting is off.
 """
 
+import functools
 import re
 from typing import Callable
 
@@ -87,13 +89,32 @@ def letter_frequency(text: str, letter: str, let_relation: str, let_frequency: i
     return compare(text.lower().count(letter.lower()), let_relation, let_frequency)
 
 
+@functools.cache
+def _language_detector() -> Callable[[str], str]:
+    import langdetect  # its language profiles load on first use, a second or so: only where a case kind is checked
+
+    langdetect.DetectorFactory.seed = 0  # its answer is random otherwise
+    return langdetect.detect
+
+
+def english(text: str) -> bool:
+    """langdetect reads `text` as English (it reads at most its first 10,000 characters), or cannot tell: IFEval's
+    rule, which counts a text langdetect cannot read as followed."""
+    from langdetect.lang_detect_exception import LangDetectException
+
+    try:
+        return _language_detector()(text) == "en"
+    except LangDetectException:
+        return True
+
+
 def lowercase(text: str) -> bool:
-    """No upper-case letter, and at least one lower-case one (`str.islower`)."""
+    """No upper-case letter, and at least one lower-case one (`str.islower`); the language is `english`'s to say."""
     return text.islower()
 
 
 def capitals(text: str) -> bool:
-    """No lower-case letter, and at least one upper-case one (`str.isupper`)."""
+    """No lower-case letter, and at least one upper-case one (`str.isupper`); the language is `english`'s to say."""
     return text.isupper()
 
 
