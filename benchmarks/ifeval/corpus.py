@@ -56,6 +56,11 @@ def _cased(rng: random.Random, text: str) -> str:
     return rng.choice([text, text.lower(), text.upper(), text.title(), text.lower().capitalize()])
 
 
+def _marks(rng: random.Random, forms: list[str]) -> str:
+    """Up to four marks, each one of `forms` filled with topic words."""
+    return " ".join(rng.choice(forms).format(rng.choice(WORDS), rng.choice(WORDS)) for _ in range(rng.randint(0, 4)))
+
+
 def _draw(instruction_id: str, rng: random.Random) -> tuple[dict[str, Any], str]:
     """One drawn triple's kwargs and response for `instruction_id`."""
     kind = instruction_id.split(":")[1]
@@ -107,10 +112,8 @@ def _draw(instruction_id: str, rng: random.Random) -> tuple[dict[str, Any], str]
         return {}, rng.choice(["<<{}>> ", "<< {} >>\n", "<{}> ", "<<{}\n>> ", "<<>> ", "<<{}", "{} >>",
                                "<<<{}>>> ", "« {} » "]).format(rng.choice(WORDS)) + _text(rng)
     if kind == "number_highlighted_sections":
-        marks = [rng.choice(["*{}*", "**{}**", "* {} *", "*{}", "**", "*{} and {}*"]).format(rng.choice(WORDS),
-                                                                                              rng.choice(WORDS))
-                 for _ in range(rng.randint(0, 4))]
-        return {"num_highlights": rng.randint(1, 3)}, _text(rng) + " " + " ".join(marks)
+        marks = _marks(rng, ["*{}*", "**{}**", "* {} *", "*{}", "**", "*{} and {}*"])
+        return {"num_highlights": rng.randint(1, 3)}, _text(rng) + " " + marks
     if kind == "multiple_sections":
         splitter = rng.choice(["Section", "SECTION", "Part"])
         heads = [rng.choice(["{} {}", "{} {}:", "## {} {}", "{}{}", "{} {}.", "**{} {}**"]).format(
@@ -118,10 +121,8 @@ def _draw(instruction_id: str, rng: random.Random) -> tuple[dict[str, Any], str]
         body = "\n".join(f"{head}\n{_text(rng, 1)}" for head in heads)
         return {"section_spliter": splitter, "num_sections": rng.randint(1, 4)}, body or _text(rng)
     if kind == "number_placeholders":
-        marks = [rng.choice(["[{}]", "[ ]", "[]", "[{}", "[{} {}]", "[[{}]]"]).format(rng.choice(WORDS),
-                                                                                     rng.choice(WORDS))
-                 for _ in range(rng.randint(0, 4))]
-        return {"num_placeholders": rng.randint(1, 3)}, _text(rng) + " " + " ".join(marks)
+        marks = _marks(rng, ["[{}]", "[ ]", "[]", "[{}", "[{} {}]", "[[{}]]"])
+        return {"num_placeholders": rng.randint(1, 3)}, _text(rng) + " " + marks
     if kind == "postscript":
         marker = rng.choice(["P.S.", "P.P.S"])
         ending = rng.choice(["\n{} Thanks!", "\n{}", "\n{}Thanks", "\n  {} see you", "\n{} ", "\nPS see you",
