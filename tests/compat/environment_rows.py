@@ -31,7 +31,8 @@ def write_rows(name: str, path: Path) -> Path:
     else:
         calm = (["keywords:existence", "punctuation:no_comma"], [{"keywords": ["sea"]}, {}])
         rows = [{"responses_create_params": _say(say), "instruction_id_list": ids, "kwargs": kwargs}
-                for say, (ids, kwargs) in (("all quiet here", (["change_case:english_lowercase"], [{}])),
+                for say, (ids, kwargs) in (("the sea is calm and the river runs",  # English, as langdetect reads it
+                                            (["change_case:english_lowercase"], [{}])),
                                            ("Loud", (["change_case:english_lowercase"], [{}])),
                                            ("The sea is calm", calm), ("The sea, calm", calm))]
     path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))

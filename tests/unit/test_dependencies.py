@@ -2,7 +2,9 @@
 (a fresh install would fail at import time), nothing declared and unused (every user would install it for nothing).
 
 The shipped code is nemo_gym/ (without each server's tests/ folder) and the benchmark folders ng_prepare_benchmark
-runs (benchmarks/<name>/*.py; the benchmarks/perf harness is development tooling, covered by the dev extra).
+runs (benchmarks/<name>/*.py; the benchmarks/perf harness and benchmarks/ifeval, IFEval's reference checkers that
+instruction_following is measured against, are development tooling, covered by the dev extra and
+scripts/setup_tests.sh).
 """
 
 import ast
@@ -15,6 +17,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 OWN_PACKAGES = {"nemo_gym", "benchmarks", "tests"}
+DEVELOPMENT_TOOLING = {"perf", "ifeval"}  # benchmarks/ folders ng_prepare_benchmark never runs
 # Modules found by name at run time rather than by an import statement.
 _BY_NAME_CALLS = {"import_module", "files", "find_spec"}
 
@@ -42,7 +45,7 @@ def _declared_with_extras() -> set[str]:
 def _shipped_sources() -> list[Path]:
     # A server's tests/ folder is not shipped (pyproject excludes it from the wheel): its imports are dev ones.
     package = [p for p in (REPO / "nemo_gym").rglob("*.py") if "tests" not in p.relative_to(REPO).parts]
-    benchmarks = [p for p in (REPO / "benchmarks").glob("*/*.py") if p.parent.name != "perf"]
+    benchmarks = [p for p in (REPO / "benchmarks").glob("*/*.py") if p.parent.name not in DEVELOPMENT_TOOLING]
     return sorted(package) + sorted(benchmarks)
 
 

@@ -8,8 +8,8 @@ The two case kinds ask langdetect whether the text is English, as IFEval does (`
 `check_english` setting is off.
 """
 
-import functools
 import re
+import threading
 from typing import Callable
 
 import orjson
@@ -89,12 +89,19 @@ def letter_frequency(text: str, letter: str, let_relation: str, let_frequency: i
     return compare(text.lower().count(letter.lower()), let_relation, let_frequency)
 
 
-@functools.cache
-def _language_detector() -> Callable[[str], str]:
-    import langdetect  # its language profiles load on first use, a second or so: only where a case kind is checked
+_DETECTOR_LOCK = threading.Lock()
 
-    langdetect.DetectorFactory.seed = 0  # its answer is random otherwise
-    return langdetect.detect
+
+def _language_detector() -> Callable[[str], str]:
+    """langdetect's `detect`, its profiles loaded once under a lock: verifications run in worker threads, and two
+    first calls at once would load every profile twice, which langdetect refuses (every text then "followed")."""
+    with _DETECTOR_LOCK:
+        import langdetect  # its profiles load on first use, a second or so: only where a case kind is checked
+        from langdetect import detector_factory
+
+        langdetect.DetectorFactory.seed = 0  # its answer is random otherwise
+        detector_factory.init_factory()  # idempotent once loaded
+        return langdetect.detect
 
 
 def english(text: str) -> bool:
