@@ -63,11 +63,16 @@ class InstructionFollowingResourcesServer(ResourcesServer):
     Settings = InstructionFollowingSettings
     settings: InstructionFollowingSettings
 
+    def _asks_langdetect(self, ids: Any) -> bool:
+        # Any shape: a malformed list is follow_instructions' to refuse (a 400 naming it), not this check's to crash on.
+        return self.settings.check_english and isinstance(ids, list) and any(
+            isinstance(instruction_id, str) and instruction_id in ENGLISH_KINDS for instruction_id in ids)
+
     async def verify(self, row: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
         text, ids, kwargs = final_message_text(response), row.get("instruction_id_list"), row.get("kwargs")
         check = partial(follow_instructions, text, ids, kwargs, self.settings.check_english)
         try:
-            if len(text) <= INLINE_CHARS and not ENGLISH_KINDS.intersection(ids if isinstance(ids, list) else ()):
+            if len(text) <= INLINE_CHARS and not self._asks_langdetect(ids):
                 followed = check()
             else:  # long, or asks langdetect (milliseconds a call, its profiles a second on the first): in a thread
                 followed = await asyncio.wait_for(asyncio.to_thread(check), VERIFY_TIMEOUT_S)

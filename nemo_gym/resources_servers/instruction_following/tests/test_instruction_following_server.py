@@ -61,6 +61,7 @@ def test_a_kind_asked_twice_must_be_followed_both_times() -> None:
     ({"kwargs": []}, "instruction_id_list"),
     ({"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}, {}]}, "one object per entry"),
     ({"instruction_id_list": ["language:response_language"], "kwargs": [{}]}, "unknown instruction id"),
+    ({"instruction_id_list": [{"id": "change_case:english_lowercase"}], "kwargs": [{}]}, "unknown instruction id"),
     ({"instruction_id_list": ["keywords:existence"], "kwargs": [{}]}, "missing ['keywords']"),
     ({"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{"num_words": 3}]}, "unknown ['num_words']"),
     ({"instruction_id_list": ["length_constraints:number_words"],
