@@ -43,6 +43,7 @@ from nemo_gym.http_wire import (
 )
 from nemo_gym.model_calls import public_endpoint
 from nemo_gym.sync_bridge import run_sync
+from nemo_gym.traces import switch as traces
 
 JSON_HEADERS = {"content-type": "application/json"}
 _BEARER = "Bearer "
@@ -131,7 +132,11 @@ class HttpClient:
                           headers: dict[str, str] | None = None, timeout_s: float | None = None,
                           reply_headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         """One attempt: the status and raw body of the reply, whatever the status; `RequestFailed` when no complete
-        reply came. The reply's Retry-After headers (http_wire.KEPT_HEADERS), if any, go to `reply_headers`."""
+        reply came. The reply's Retry-After headers (http_wire.KEPT_HEADERS), if any, go to `reply_headers`.
+        With traces on, a request made while a span is current carries its `traceparent`."""
+        tracing = traces.ACTIVE
+        if tracing is not None:  # the one check a request pays while traces are off
+            headers = tracing.with_traceparent(headers)
         try:
             return await self._pool().request(method, url, headers, content, timeout_s or self._read_timeout_s,
                                               reply_headers)

@@ -16,6 +16,7 @@ from nemo_gym.run_format import MODEL_CALLS
 
 # The reply field a model server puts its record under (taken out again by the agent).
 REPLY_FIELD = "_ng_model_call"
+REPLAYED_FIELD = "replayed"  # ModelCall.replayed, as a record's key
 
 
 @dataclass
@@ -34,6 +35,10 @@ class ModelCall:
     output_tokens: int | None = None
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
+    # USD, set by the collector as it writes the row, from its price table (nemo_gym.pricing); None: no price known
+    cost_usd: float | None = None
+    # Answered from the replay journal, as an earlier run recorded it (nemo_gym.model_call_replay): not sent again
+    replayed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         # Every model call makes one: dataclasses.asdict's recursive copy was 4% of a model server's CPU on the

@@ -52,8 +52,9 @@ REPORT_SUFFIX = "_report.html"
 COLLECT_LOG_SUFFIX = "_collect.log"  # the collector's own log
 PROGRESS_SUFFIX = "_progress.json"  # the collector's progress file (nemo_gym.rollout_collection.progress_file)
 PREPARED_INPUTS_SUFFIX = "_inputs.jsonl"  # `_<split>_inputs.jsonl`
+REPLAY_SUFFIX = "_replay.jsonl"  # the finished model calls of rollouts not yet in the output (model_call_replay.py)
 # Sidecars that match a `*.jsonl` glob but never hold rollouts.
-JSONL_SIDECAR_SUFFIXES = (FAILURES_SUFFIX, MATERIALIZED_INPUTS_SUFFIX, PREPARED_INPUTS_SUFFIX)
+JSONL_SIDECAR_SUFFIXES = (FAILURES_SUFFIX, MATERIALIZED_INPUTS_SUFFIX, PREPARED_INPUTS_SUFFIX, REPLAY_SUFFIX)
 
 # Slurm runs.
 MERGED_ROLLOUTS = "rollouts.jsonl"

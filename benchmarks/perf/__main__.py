@@ -45,6 +45,9 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
               "endpoint whose quota runs out: time to a clean stop", False),
     "sick_replica": ("real vLLM beside a replica answering 502 at once: rollouts collected and failed, requests the "
                      "sick one got, throughput vs the healthy replica alone", True),
+    "long_runs": ("kill -9 three times over a multi-turn run against a billing hosted stub: calls billed beyond an "
+                  "uninterrupted run, replay on and off; the replay journal's CPU per rollout; the default level vs "
+                  "fixed 256 on 10k stub rows", False),
     "ifeval_agreement": ("instruction_following vs IFEval's own checkers (lm-eval's ifeval task) over a corpus of "
                          "2,000+ triples: agreement per kind", False),
     "multiple_choice_extraction": ("multiple_choice's answer reading vs a hand-labelled corpus: agreement, answers "

@@ -13,6 +13,8 @@
 - It plays the weather task of the other benchmarks (benchmarks/perf/stub_chat.py); `GET /stats` counts what came;
   `POST /control {"model": ..., "api_key": ..., "quota_requests": ...}` changes the served name or the key it wants,
   to make a running stack's name or key wrong, or gives a fresh quota (null: none), as when a spent one resets.
+  `{"hold_tool_results": true}` holds every request that follows a tool result (a rollout's second turn) until
+  `false` lets them go (`held` in the stats counts those waiting), so a test can stop a run between two turns.
 
 Started by ng_run like any server (`entrypoint: benchmarks/perf/hosted_api_stub.py`), with these settings.
 """
@@ -89,7 +91,9 @@ class HostedApiStub(StubChatModel):
         self._quota_left = s.quota_requests  # requests the quota still covers; None: no quota
         self.stats: dict[str, int] = {"requests": 0, "completed": 0, "rate_limited": 0, "unauthorized": 0,
                                       "model_not_found": 0, "models_listed": 0, "tokens_admitted": 0,
-                                      "quota_refused": 0}
+                                      "quota_refused": 0, "held": 0}
+        self._released = asyncio.Event()
+        self._released.set()
 
     def routes(self) -> list[Route]:
         return [
@@ -119,6 +123,8 @@ class HostedApiStub(StubChatModel):
         self._key = str(body.get("api_key", self._key))
         if "quota_requests" in body:
             self._quota_left = body["quota_requests"]
+        if "hold_tool_results" in body:
+            (self._released.clear if body["hold_tool_results"] else self._released.set)()
         return {"model": self._model}
 
     def _latency(self) -> float:
@@ -158,6 +164,11 @@ class HostedApiStub(StubChatModel):
         self.stats["tokens_admitted"] += tokens
         if self._quota_left is not None:
             self._quota_left -= 1
+        messages = body.get("messages") or [{}]
+        if not self._released.is_set() and messages[-1].get("role") == "tool":
+            self.stats["held"] += 1
+            await self._released.wait()
+            self.stats["held"] -= 1
         await asyncio.sleep(self._latency())
         completion = await self._chat(body, request)
         completion["usage"] = {"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10}

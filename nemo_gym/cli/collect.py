@@ -13,13 +13,16 @@ from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_
 from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper
 from nemo_gym.sync_bridge import run_sync
+from nemo_gym.traces.start import start_for_command
 
 
 def main_args(argv: list[str]) -> int:
-    config = RolloutCollectionConfig.from_global(load_config(argv, require_complete=False))
+    global_config = load_config(argv, require_complete=False)
+    config = RolloutCollectionConfig.from_global(global_config)
+    start_for_command(global_config.values, HELP.command)
     # Finished rollouts are already on disk, so a stop only loses the ones in flight; the next run resumes them.
     stop_on_sigterm_like_ctrl_c()
-    return 0 if run_sync(RolloutCollectionHelper().run_from_config(config)).ok else 1
+    return run_sync(RolloutCollectionHelper().run_from_config(config)).exit_status
 
 
 HELP = CommandHelp("ng_collect_rollouts", __doc__, [("Options", RolloutCollectionConfig, ""),

@@ -23,11 +23,7 @@ from nemo_gym.config.loader import GlobalConfig, load_global_config
 from nemo_gym.config.redact import redact_everywhere
 from nemo_gym.config.typed import build
 from nemo_gym.errors import DownstreamError, NemoGymError, RetryLaterError
-
-EXIT_DOWNSTREAM = 1
-EXIT_BAD_INPUT = 2
-EXIT_RETRY_LATER = 75  # sysexits' EX_TEMPFAIL
-EXIT_INTERRUPTED = 130
+from nemo_gym.exit_status import EXIT_BAD_INPUT, EXIT_DOWNSTREAM, EXIT_INTERRUPTED, EXIT_RETRY_LATER
 
 HELP_FLAGS = ("-h", "--help")
 VERSION_FLAG = "--version"

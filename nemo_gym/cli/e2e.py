@@ -13,14 +13,16 @@ from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_
 from nemo_gym.config.global_settings import LoaderSettings
 from nemo_gym.config.shortcuts import ModelShortcuts
 from nemo_gym.rollout_collection import E2ERolloutCollectionConfig, e2e_collect_rollouts
+from nemo_gym.traces.start import start_for_command
 
 
 def main_args(argv: list[str]) -> int:
     global_config = load_config(argv)
     config = E2ERolloutCollectionConfig.from_global(global_config)
+    start_for_command(global_config.values, HELP.command)
     # SIGTERM (e.g. scancel) takes the same path as Ctrl-C, so the servers are stopped on the way out.
     stop_on_sigterm_like_ctrl_c()
-    return 0 if e2e_collect_rollouts(config, global_config).ok else 1
+    return e2e_collect_rollouts(config, global_config).exit_status
 
 
 HELP = CommandHelp("ng_e2e_collect_rollouts", __doc__, [("Options", E2ERolloutCollectionConfig, ""),

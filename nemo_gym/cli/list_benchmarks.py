@@ -9,7 +9,8 @@ config.yaml cannot be read is listed with the error, and the exit status is 2 (b
 from nemo_gym import console
 from nemo_gym.benchmark_layout import BenchmarkInfo, describe, find_benchmarks
 from nemo_gym.benchmark_layout.discover import candidate_dirs, shown
-from nemo_gym.cli.common import EXIT_BAD_INPUT, CommandHelp, print_table, run_cli
+from nemo_gym.cli.common import CommandHelp, print_table, run_cli
+from nemo_gym.exit_status import EXIT_BAD_INPUT
 from nemo_gym.errors import ConfigError, NemoGymError
 
 

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from nemo_gym import console
-from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli, load_config
+from nemo_gym.cli.common import CommandHelp, print_table, run_cli, load_config
+from nemo_gym.exit_status import EXIT_DOWNSTREAM
 from nemo_gym.config.global_settings import RunSettings
 from nemo_gym.config.shortcuts import ModelShortcuts
 from nemo_gym.config.typed import build

@@ -15,7 +15,8 @@ import time
 from pydantic import Field
 
 from nemo_gym import console
-from nemo_gym.cli.common import EXIT_DOWNSTREAM, CommandHelp, print_table, run_cli, load_config
+from nemo_gym.cli.common import CommandHelp, print_table, run_cli, load_config
+from nemo_gym.exit_status import EXIT_DOWNSTREAM
 from nemo_gym.compat.head_detect import NATIVE, HeadListing, detect_head
 
 from nemo_gym.config.global_settings import LoaderSettings, head_server

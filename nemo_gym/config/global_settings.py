@@ -4,6 +4,7 @@ from typing import Any, Callable, Mapping
 
 from pydantic import Field
 
+from nemo_gym.config.traces import TracesSettings
 from nemo_gym.config.typed import Settings, Text, build, nowhere
 
 
@@ -25,6 +26,7 @@ class LoaderSettings(Settings):
     head_server: HeadServerSettings = Field(default_factory=HeadServerSettings)
     print_config: bool = False
     """Print the merged, resolved config (secrets redacted) and exit without running anything."""
+    traces: TracesSettings = Field(default_factory=TracesSettings)
 
 
 class RunSettings(LoaderSettings):

@@ -12,9 +12,9 @@ from typing import Any, Callable, Iterator
 from nemo_gym.config.servers import SERVER_KINDS, as_server
 from nemo_gym.errors import ConfigError
 
-# Top-level settings whose value is a mapping: the commands' own (head_server, responses_create_params, num_repeats)
-# and NeMo Gym's run-level ones that its configs may carry (skills).
-MAPPING_SETTINGS = frozenset({"head_server", "responses_create_params", "num_repeats", "skills"})
+# Top-level settings whose value is a mapping: the commands' own (head_server, responses_create_params, num_repeats,
+# traces) and NeMo Gym's run-level ones that its configs may carry (skills).
+MAPPING_SETTINGS = frozenset({"head_server", "responses_create_params", "num_repeats", "traces", "skills"})
 
 _REFERENCE = re.compile(r"\$\{\s*([A-Za-z_][\w\-]*)")
 

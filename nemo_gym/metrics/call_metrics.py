@@ -4,7 +4,9 @@ Fed each row's per-call records (`nemo_gym.model_calls`, the row's `_ng_model_ca
 in constant memory: latencies go into log-spaced buckets 1% wide, so p50/p95/p99 are within 1% of the exact value
 however many calls there were. An agent's `agent_metrics` get the figures over all its calls as `model_calls/...`
 (and per endpoint as `model_calls/<endpoint>/...` when it used more than one); the report and the viewer show the
-per-endpoint table (`EndpointStats.summary`).
+per-endpoint table (`EndpointStats.summary`). Costs are the ones the collector recorded in each call
+(`nemo_gym.pricing`): `model_calls/cost_usd` sums the priced rollouts, `model_calls/cost_usd_per_rollout` is their
+mean; neither is there when no call was priced.
 """
 
 import math
@@ -13,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from nemo_gym.model_calls import ModelCall, calls_of
+from nemo_gym.pricing import rollout_cost
 
 PREFIX = "model_calls"
+COST_METRIC = f"{PREFIX}/cost_usd"  # an agent's total: the run's is the sum over its agents
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 TOKEN_KINDS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
 _BUCKET_GROWTH = 1.01  # a bucket's upper edge over its lower one: 1% resolution
@@ -44,6 +48,7 @@ class EndpointStats:
     tokens: dict[str, int] = field(default_factory=dict)  # per kind, over the calls that reported it
     first_start: float = math.inf
     last_end: float = -math.inf
+    cost_usd: float | None = None  # over the calls with a recorded cost; None when none had one
 
     def add(self, call: ModelCall) -> None:
         self.calls += 1
@@ -56,6 +61,8 @@ class EndpointStats:
             count = getattr(call, kind)
             if count is not None:
                 self.tokens[kind] = self.tokens.get(kind, 0) + count
+        if call.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
         self.first_start = min(self.first_start, call.started_at)
         self.last_end = max(self.last_end, call.started_at + call.wait_s + call.latency_s)
 
@@ -87,6 +94,8 @@ class EndpointStats:
             out[kind] = float(total)
         if "output_tokens" in self.tokens and span > 0:
             out["output_tokens_per_s"] = self.tokens["output_tokens"] / span
+        if self.cost_usd is not None:
+            out["cost_usd"] = self.cost_usd
         return out
 
 
@@ -97,12 +106,18 @@ class CallAccumulator:
         self.rollouts = 0  # rollouts whose row listed its calls
         self.endpoints: dict[str, EndpointStats] = {}
         self.overall = EndpointStats()
+        self.cost_usd = 0.0  # over the priced rollouts
+        self.priced_rollouts = 0
 
     def add(self, row: dict[str, Any]) -> None:
         calls = calls_of(row)
         if not calls:
             return
         self.rollouts += 1
+        usd = rollout_cost(calls)
+        if usd is not None:
+            self.cost_usd += usd
+            self.priced_rollouts += 1
         for call in calls:
             stats = self.endpoints.get(call.endpoint)
             if stats is None:
@@ -115,6 +130,9 @@ class CallAccumulator:
         if not self.overall.calls:
             return {}
         out = {f"{PREFIX}/{name}": value for name, value in self.overall.summary(self.rollouts).items()}
+        if self.priced_rollouts:  # the sum of the rollouts' costs, as the collector adds them up
+            out[COST_METRIC] = self.cost_usd
+            out[f"{COST_METRIC}_per_rollout"] = self.cost_usd / self.priced_rollouts
         if len(self.endpoints) > 1:
             for endpoint, stats in sorted(self.endpoints.items()):
                 out.update({f"{PREFIX}/{endpoint}/{name}": value

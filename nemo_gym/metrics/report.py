@@ -42,11 +42,12 @@ def _table(rows: Mapping[str, object], header: tuple[str, str]) -> Html:
 # The per-endpoint model-call figures the report and the viewer show: (heading, call_metrics summary key).
 MODEL_CALL_COLUMNS = (("calls", "count"), ("per rollout", "per_rollout"), ("latency p50 s", "latency_p50_s"),
                       ("p95 s", "latency_p95_s"), ("p99 s", "latency_p99_s"), ("mean wait s", "wait_mean_s"),
-                      ("output tokens/s", "output_tokens_per_s"), ("429s", "rate_limited"), ("retries", "retries"))
+                      ("output tokens/s", "output_tokens_per_s"), ("429s", "rate_limited"), ("retries", "retries"),
+                      ("cost USD", "cost_usd"))
 
 
 def model_calls_table(endpoints: Sequence[Mapping[str, object]]) -> Html | None:
-    """One row per endpoint: calls, latency percentiles, waits, output tokens per second, 429s, retries."""
+    """One row per endpoint: calls, latency percentiles, waits, output tokens per second, 429s, retries, cost."""
     if not endpoints:
         return None
     rows = [(str(entry["endpoint"]), *(_fmt(entry.get(key, "")) for _, key in MODEL_CALL_COLUMNS))

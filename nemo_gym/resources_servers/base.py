@@ -34,6 +34,7 @@ from nemo_gym.failures import FailureClass
 from nemo_gym.protocol import SESSION_HEADER
 from nemo_gym.resources_servers.metrics import group_mean_reward, headline_metrics, summarize
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
+from nemo_gym.traces import names as span_names
 
 _TOOL_MARK = "_ng_tool"
 SESSION_PARAM = "session_id"
@@ -140,6 +141,13 @@ class ResourcesServer(BaseServer):
         self._sessions.pop(session_id, None)
 
     # ---- routes ----
+
+    def span_attributes(self, path: str) -> span_names.Attributes:
+        # A trace shows seed_session, each tool call and verify as the rollout's environment steps.
+        step = path.removeprefix("/")
+        if step in ("seed_session", "verify"):
+            return span_names.environment_step(step)
+        return span_names.environment_step(step, tool=True) if step in self.tools() else {}
 
     def routes(self) -> list[Route]:
         routes = [

@@ -48,6 +48,7 @@ from nemo_gym.server.base import (
     error_response,
     json_route,
 )
+from nemo_gym.traces import names as span_names
 
 
 def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,6 +99,9 @@ class AgentServer(BaseServer):
         self.model_server = self.settings.model_server.name
         self.model_timeout_s = self.settings.model_timeout_s
         self.resources_timeout_s = self.settings.resources_timeout_s
+
+    def span_attributes(self, path: str) -> span_names.Attributes:
+        return span_names.agent_run(self.name) if path == "/run" else {}
 
     def routes(self) -> list[Route]:
         return [

@@ -32,7 +32,9 @@ from nemo_gym.failures import FailureClass, RequestFailed, RetryPolicy
 from nemo_gym.http_client import HttpClient
 from nemo_gym.json_chunks import as_async, json_array_chunks
 from nemo_gym.metrics.accumulator import AgentAccumulator, AgentMetrics, compact_row, iter_groups
+from nemo_gym.metrics.call_metrics import COST_METRIC
 from nemo_gym.metrics.report import AgentReport, write_report
+from nemo_gym.pricing import format_usd
 from nemo_gym.resources_servers.metrics import headline_metrics
 from nemo_gym.run_files.failures import FailureRecord, latest_failures, write_failures
 from nemo_gym.run_files.key_order import ReadStats, iter_unique_lines
@@ -130,12 +132,18 @@ class AggregateResult:
 
 
 def headline_lines(summaries: list[dict[str, Any]]) -> list[str]:
-    """One line per agent with its key metrics, as the collector and ng_aggregate_rollouts print them."""
+    """One line per agent with its key metrics, as the collector and ng_aggregate_rollouts print them, then the
+    rollouts' cost where any was priced."""
     lines = []
+    costs = []
     for entry in summaries:
         shown = entry.get("key_metrics") or entry.get("agent_metrics") or {}
         metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
         lines.append(f"  {entry[AGENT_REF]['name']}: {metrics or '(no key metrics)'}")
+        if COST_METRIC in entry["agent_metrics"]:
+            costs.append(entry["agent_metrics"][COST_METRIC])
+    if costs:
+        lines.append(f"  cost of the rollouts: {format_usd(sum(costs))} ({COST_METRIC} over the agents)")
     return lines
 
 

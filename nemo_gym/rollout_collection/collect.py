@@ -5,6 +5,7 @@ input rows, the state of the output) is found before the first rollout, and an e
 was. While the run goes, `<stem>_progress.json` says where it stands (run_counters.py).
 """
 
+import asyncio
 import math
 import os
 import sys
@@ -17,10 +18,14 @@ from typing import TextIO
 from nemo_gym import console
 from nemo_gym.compat.head_detect import NEMO_GYM
 from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
+from nemo_gym.exit_status import EXIT_DEADLINE, EXIT_DOWNSTREAM, EXIT_RETRY_LATER
 from nemo_gym.http_client import HttpClient
+from nemo_gym.model_call_replay import ReplayTag, compact_journal, journal_path, new_run_id
 from nemo_gym.open_files import allow_open_files_up_to_hard_limit
+from nemo_gym.pricing import format_usd, price_table
 from nemo_gym.rollout_collection.aggregate import aggregate_rollouts, headline_lines
 from nemo_gym.rollout_collection.concurrency import AdaptiveLimit, Fixed, Outcome
+from nemo_gym.rollout_collection.deadline import DrainMargin, find_deadline
 from nemo_gym.rollout_collection.config import (
     DEFAULT_NUM_SAMPLES_IN_PARALLEL,
     RolloutCollectionConfig,
@@ -43,6 +48,7 @@ from nemo_gym.rollout_collection.retry_budget import EndpointRefused, RetryBudge
 from nemo_gym.rollout_collection.rollout import RolloutPolicy
 from nemo_gym.rollout_collection.run_counters import ProgressFileTicker, RunCounters
 from nemo_gym.rollout_collection.runner import Runner, RunStats
+from nemo_gym.rollout_collection.spend import BUDGET_CHECK, Spend
 from nemo_gym.rollout_collection.run_log import RunLog
 from nemo_gym.rollout_collection.store import (
     AppendFile,
@@ -62,6 +68,7 @@ from nemo_gym.server.client import ServerClient
 AGENT_KIND = "responses_api_agents"
 SAY_LEVEL_EVERY_S = 10.0  # the console says a change of the level at most this often (a 429 cut always)
 RESUME_HINT = "rerun the same command with +resume_from_cache=true"
+DEADLINE = "deadline"  # the name of the drain margin's start check
 
 
 @dataclass
@@ -85,6 +92,12 @@ class CollectionSummary:
     aggregation_error: str | None = None
     dry_run: bool = False  # +dry_run=true: validated and planned, nothing run
     tokens: TokenTally = field(default_factory=TokenTally)  # usage reported by this run's rollouts
+    spend: Spend | None = None  # what the output's rollouts cost (earlier runs' included), and the budget
+    stopped_starting: str | None = None  # why the run started no more rollouts (it drained; a resume goes on)
+    stopped_by: str | None = None  # which start check said so: DEADLINE, or another (runner.Runner.start_checks)
+    cut_at_deadline: int = 0  # rollouts still running at the deadline, stopped there (they run again on resume)
+    attempted: int = 0  # rollouts this run finished, succeeded or failed
+    replayed_calls: int = 0  # model calls answered from the replay journal, not sent again
 
     @classmethod
     def planned(cls, config: RolloutCollectionConfig, rollouts: int) -> "CollectionSummary":
@@ -102,11 +115,24 @@ class CollectionSummary:
                    succeeded=succeeded, failed=outstanding.count, failures_by_class=dict(outstanding.by_class),
                    exhausted=stats.exhausted, max_total_attempts=config.max_total_attempts, elapsed_s=elapsed_s,
                    rollouts_per_s=(stats.succeeded + stats.failed) / elapsed_s if elapsed_s > 0 else 0.0,
-                   mean_reward=mean_reward, tokens=tokens or TokenTally())
+                   mean_reward=mean_reward, tokens=tokens or TokenTally(), stopped_starting=stats.stopped_starting,
+                   stopped_by=stats.stopped_by, attempted=stats.succeeded + stats.failed,
+                   replayed_calls=stats.replayed_calls)
 
     @property
     def ok(self) -> bool:
-        return self.failed == 0 and self.aggregation_error is None
+        return self.failed == 0 and self.aggregation_error is None and self.stopped_starting is None
+
+    @property
+    def exit_status(self) -> int:
+        """0: every rollout done; EXIT_DEADLINE: drained before the deadline with progress made (resume, or requeue);
+        EXIT_RETRY_LATER: stopped starting for another reason; 1: failures left, or a deadline that left no time to
+        finish one rollout (requeueing that would loop)."""
+        if self.stopped_by == DEADLINE:
+            return EXIT_DEADLINE if self.attempted > 0 else EXIT_DOWNSTREAM
+        if self.stopped_starting is not None:
+            return EXIT_RETRY_LATER
+        return 0 if self.ok else EXIT_DOWNSTREAM
 
 
 @dataclass
@@ -203,6 +229,7 @@ def _check_paths(config: RolloutCollectionConfig) -> None:
         require_wandb_login()
     if Path(config.input_jsonl_fpath).resolve() == config.output_path.resolve():
         raise ConfigError("+output_jsonl_fpath must differ from +input_jsonl_fpath")
+    price_table(config.prices_fpath)  # a malformed price table is refused before anything is written
 
 
 async def collect_rollouts(config: RolloutCollectionConfig, progress_stream: TextIO = sys.stderr) -> CollectionSummary:
@@ -271,6 +298,9 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
     ticker = ProgressFileTicker(config.run_paths.progress, config.output_path, progress, counters, limit, budget)
     tokens = TokenTally()
     runner.row_listeners.append(tokens.on_row)
+    margin = _drain_margin(config, runner)
+    journal = _replay_journal(config, runner, state.done) if servers.head_kind != NEMO_GYM else None
+    spend = _spend(config, runner, counters)
     if uploader:
         runner.row_listeners.append(uploader.on_row)
     in_parallel = (f"up to {config.num_samples_in_parallel} in parallel, from {limit.level}: {limit.policy.reason}"
@@ -281,10 +311,19 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
     progress.start()
     ticker.start()
     live.start()
+    cut = 0
     try:
         with closing(iter_lines(config.materialized_path)) as lines:
             assert config.num_samples_in_parallel is not None, "its validator turns null into the default"
-            stats = await runner.run((line for _, _, line in lines), config.num_samples_in_parallel)
+            try:
+                async with asyncio.timeout(margin.deadline.left_s() if margin else None):
+                    stats = await runner.run((line for _, _, line in lines), config.num_samples_in_parallel)
+            except TimeoutError:
+                if margin is None or margin.deadline.left_s() > 0:
+                    raise  # not the deadline's
+                stats, cut = runner.stats, counters.in_flight
+                stats.stopped_starting = stats.stopped_starting or margin.check()
+                stats.stopped_by = DEADLINE
         budget.raise_if_stopped()
     except BaseException as exc:
         live.stop()
@@ -299,17 +338,68 @@ async def _run(config: RolloutCollectionConfig, state: _RunState, servers: Serve
     else:
         live.stop()
         await live.poll()
-        ticker.close()
+        if stats.stopped_starting is None:
+            ticker.close()
+        else:
+            ticker.close(STOPPED, f"stopped starting rollouts: {stats.stopped_starting}")
         for line in live.troubled_replicas():
             console.say(line)
     finally:
         progress.close()
         state.output.close()
         failures.close()
-    return CollectionSummary.finished(config, total=plan.shard_rollouts, already_done=progress.initial,
-                                      succeeded=stats.succeeded, stats=stats, done=state.done,
-                                      elapsed_s=time.monotonic() - started, mean_reward=progress.mean_reward,
-                                      tokens=tokens)
+    if journal is not None:
+        compact_journal(journal, lambda key: key not in state.done)
+    summary = CollectionSummary.finished(config, total=plan.shard_rollouts, already_done=progress.initial,
+                                         succeeded=stats.succeeded, stats=stats, done=state.done,
+                                         elapsed_s=time.monotonic() - started, mean_reward=progress.mean_reward,
+                                         tokens=tokens)
+    summary.cut_at_deadline = cut
+    summary.spend = spend
+    return summary
+
+
+def _spend(config: RolloutCollectionConfig, runner: Runner, counters: RunCounters) -> Spend:
+    """The run's money: each rollout priced as it is written, earlier runs' rollouts counted on a resume, and the
+    +max_cost_usd budget asked before each rollout starts (spend.py)."""
+    spend = Spend(price_table(config.prices_fpath), config.max_cost_usd, lambda: counters.in_flight)
+    if config.resume_from_cache:
+        spend.add_earlier(config.output_path)
+    runner.row_preparers.append(spend.price)
+    counters.live_cost = spend.snapshot
+    if config.max_cost_usd is not None:
+        runner.start_checks[BUDGET_CHECK] = spend.check_budget
+        console.say(f"budget +max_cost_usd={config.max_cost_usd:g}: {format_usd(spend.total.usd)} spent so far; "
+                    f"no rollout starts that could pass it")
+    return spend
+
+
+def _replay_journal(config: RolloutCollectionConfig, runner: Runner, done: KeySet) -> Path | None:
+    """With +replay_model_calls, the run's replay journal, compacted to the rollouts not in the output (a fresh
+    run's is emptied), and its tag set on the runner (model_call_replay.py)."""
+    if not config.replay_model_calls:
+        return None
+    journal = journal_path(config.output_path).resolve()
+    kept = compact_journal(journal, lambda key: config.resume_from_cache and key not in done)
+    if kept:
+        console.say(f"replay: {kept} model calls of unfinished rollouts are recorded in {journal}; the same calls "
+                    f"are answered from there")
+    runner.replay = ReplayTag((0, 0), new_run_id(), str(journal))
+    return journal
+
+
+def _drain_margin(config: RolloutCollectionConfig, runner: Runner) -> DrainMargin | None:
+    """The run's drain margin, asked before each rollout starts, where the run has a deadline (deadline.py)."""
+    deadline = find_deadline(config.deadline, config.deadline_lead_s)
+    if deadline is None:
+        return None
+    margin = DrainMargin(deadline)
+    runner.start_checks[DEADLINE] = margin.check
+    runner.duration_listeners.append(margin.observe)
+    lead = f", less {config.deadline_lead_s:g} s" if config.deadline_lead_s else ""
+    console.say(f"deadline {deadline.clock()} ({deadline.source}{lead}): no rollout starts once the time left is "
+                f"shorter than the p95 rollout")
+    return margin
 
 
 def _ceiling(config: RolloutCollectionConfig) -> int:
@@ -398,12 +488,27 @@ def print_summary(summary: CollectionSummary) -> None:
     token_line = summary.tokens.summary_line(summary.elapsed_s)
     if token_line:
         console.say(token_line)
+    if summary.replayed_calls:
+        console.say(f"replay: {summary.replayed_calls} model calls were answered as an earlier run had recorded "
+                    f"them, not sent again")
+    cost_line = summary.spend.summary_line() if summary.spend else None
+    if cost_line:
+        console.say(cost_line)
     console.say(f"rollouts: {summary.output_jsonl_fpath}")
     if summary.aggregate_metrics_fpath:
         console.say(f"metrics: {summary.aggregate_metrics_fpath}")
         console.say(f"report: {report_path(summary.aggregate_metrics_fpath)}")
     for line in headline_lines(summary.metric_summaries):
         console.say(line)
+    if summary.stopped_starting:
+        cut = (f"{summary.cut_at_deadline} still running at the deadline were stopped there"
+               if summary.cut_at_deadline else "every rollout started finished")
+        console.say(f"stopped starting rollouts: {summary.stopped_starting}; {cut}; "
+                    f"{summary.total - summary.already_done - summary.succeeded} of this run's rollouts are not in "
+                    f"the output yet; {RESUME_HINT} to go on")
+        if summary.stopped_by == DEADLINE and not summary.attempted:
+            console.say("no rollout finished before the deadline, so a resume on the same terms would not either: "
+                        "give the run more time (+deadline, or the Slurm job's --time)")
     if summary.failed:
         classes = ", ".join(f"{cls}: {n}" for cls, n in sorted(summary.failures_by_class.items()))
         console.say(f"FAILED: {summary.failed} rollouts ({classes}); details in {summary.failures_jsonl_fpath}; "

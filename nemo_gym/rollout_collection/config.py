@@ -142,6 +142,14 @@ class SharedRolloutCollectionConfig(_WritesRun):
     """Continue an interrupted run: keep the rollouts already in the output and run only the rest."""
     resume_ignore_config_change: bool = False
     """Resume even though the run's settings changed since it started (the manifest would refuse)."""
+    prices_fpath: FilePath | None = None
+    """Your price table (YAML or JSON: `models: {name: {input: 2.5, cached_input: 1.25, output: 10}}`, USD per
+    million tokens), over the defaults shipped in nemo_gym/model_prices.yaml: it replaces or adds models by name.
+    Each model call's cost is recorded in its row; a model in neither table has no cost."""
+    max_cost_usd: float | None = Field(None, gt=0)
+    """Start no rollout that could take the output's cost past this many USD (spent so far, earlier runs included,
+    plus those in flight and this one at the mean cost of a rollout); those in flight finish and the run exits to be
+    resumed with a higher budget."""
     num_shards: int | None = None
     """Split the rows into this many shards (default: the SLURM array size, else 1)."""
     shard_index: int | None = None
@@ -164,6 +172,20 @@ class SharedRolloutCollectionConfig(_WritesRun):
     retry_budget: float = Field(0.2, ge=0)
     """Retries of failed rollouts, at most this share of the run's first attempts (plus 10): a failing endpoint gets
     that much extra load at most; beyond it a failed rollout is recorded for a resume without another attempt."""
+    replay_model_calls: bool = True
+    """Record each model call's reply beside the output while its rollout runs (<stem>_replay.jsonl), so that a
+    resumed run answers the calls a stopped rollout had already made from the record instead of the model (and its
+    bill). Needs the model servers to reach the output's folder (the same machine, or a shared file system); records
+    of rollouts in the output are dropped when a run starts and ends."""
+    deadline: Text | None = None
+    """When the run must have stopped: a time (2026-12-07T18:00:00, local unless it names a zone) or a duration from
+    the start (90m, 1h30m, 3600s). Under Slurm the default is the job's end time, as squeue gives it; 'off' turns
+    that off. No rollout starts once the time left is shorter than the p95 rollout of late; those in flight finish,
+    and the run exits with status 79 to be resumed (the Slurm job script requeues its task). One still running at the
+    deadline is stopped and runs again on resume."""
+    deadline_lead_s: float = Field(0.0, ge=0)
+    """Stop this many seconds before the deadline (the Slurm job script sets it: its SIGTERM lead, and time to stop
+    the servers and requeue)."""
     preflight: bool = True
     """Check every model endpoint before the first rollout (reachable, key accepted, model served); false skips it."""
     head_server_url: Text = Field(default_factory=_default_head_url)

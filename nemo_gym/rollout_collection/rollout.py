@@ -27,6 +27,7 @@ from nemo_gym.rollout_collection.config import SharedRolloutCollectionConfig
 from nemo_gym.rollout_collection.retry_budget import RetryBudget
 from nemo_gym.run_files.rows import keyed
 from nemo_gym.run_format import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX
+from nemo_gym.traces import names as span_names, switch as traces
 
 _BACKOFF_MAX_S = 60.0
 
@@ -108,8 +109,37 @@ async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: R
     """POST `row` to the agent's `url` (its /run) until it succeeds or the budget is spent.
 
     `attempts` caps this call below `policy.max_attempts` (the CLI's attempts left across resumed runs). `http`
-    must not retry by itself (an HttpClient makes one attempt unless asked): the attempts are counted here.
+    must not retry by itself (an HttpClient makes one attempt unless asked): the attempts are counted here. With
+    traces on, the rollout is a span, each attempt's /run its child, each failed attempt an event on it.
     """
+    tracing = traces.ACTIVE
+    if tracing is None:
+        return await _run_attempts(http, url, row, policy, attempts, run_budget)
+    with tracing.span(f"rollout {_agent_name(row)}", _row_attributes(row)) as span:
+        outcome = await _run_attempts(http, url, row, policy, attempts, run_budget)
+        span.set_attribute(span_names.ATTEMPTS, outcome.attempts)
+        if isinstance(outcome, RolloutSuccess):
+            span.set_attribute(span_names.REWARD, outcome.reward)
+        else:
+            tracing.failed(span, str(outcome.failure_class))
+        return outcome
+
+
+def _agent_name(row: dict[str, Any]) -> str:
+    agent = row.get(AGENT_REF)
+    return str(agent.get("name", "")) if isinstance(agent, dict) else ""
+
+
+def _row_attributes(row: dict[str, Any]) -> dict[str, str | int]:
+    found: dict[str, str | int] = {span_names.AGENT_NAME: _agent_name(row)}
+    for name, key in ((span_names.TASK_INDEX, TASK_INDEX), (span_names.ROLLOUT_INDEX, ROLLOUT_INDEX)):
+        if (index := _int_or_none(row.get(key))) is not None:
+            found[name] = index
+    return found
+
+
+async def _run_attempts(http: HttpClient, url: str, row: dict[str, Any], policy: RolloutPolicy,
+                        attempts: int | None, run_budget: RetryBudget | None) -> RolloutSuccess | RolloutFailure:
     budget = policy.max_attempts if attempts is None else min(attempts, policy.max_attempts)
     attempt = 0
     epoch = await run_budget.admit(retry=False) if run_budget else None
@@ -144,6 +174,9 @@ async def run_rollout(http: HttpClient, url: str, row: dict[str, Any], policy: R
                                  refusal=refusal)
         if run_budget and epoch is not None:
             run_budget.record(epoch, failure.failure_class, message, refusal)
+        if (tracing := traces.ACTIVE) is not None:
+            tracing.event(span_names.ATTEMPT_FAILED, {span_names.ATTEMPT: attempt,
+                                                      span_names.ERROR_TYPE: str(failure.failure_class)})
         if attempt >= budget or not is_retryable(error) or refusal is not None:
             return failure
         await asyncio.sleep(policy.backoff_s(attempt))

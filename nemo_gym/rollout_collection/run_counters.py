@@ -52,11 +52,18 @@ class RunCounters:
     live_replicas: Callable[[], dict[str, list[dict[str, Any]]]] = dict
     # The run's vLLM replicas together, as last read from their /metrics (engine_level.FleetLoad); None: not read.
     live_engine: Callable[[], dict[str, Any] | None] = lambda: None
+    # What the output's rollouts cost so far, and the budget (spend.Spend.snapshot); None: not counted.
+    live_cost: Callable[[], dict[str, Any] | None] = lambda: None
 
     @property
     def rate_limited_so_far(self) -> int:
         """The run's 429s: the model servers' count, or the rows' where they are ahead of its last read."""
         return max(self.rate_limited, self.live_rate_limited() or 0)
+
+    @property
+    def in_flight(self) -> int:
+        """Rollouts started and not yet finished, over every agent."""
+        return sum(counts.in_flight for counts in self.agents.values())
 
     def _agent(self, agent: str) -> AgentCounts:
         counts = self.agents.get(agent)
@@ -144,6 +151,7 @@ class ProgressFileTicker:
             "agents": {name: asdict(counts) for name, counts in sorted(counters.agents.items())},
             **({"replicas": replicas} if (replicas := counters.live_replicas()) else {}),
             **({"engine": engine} if (engine := counters.live_engine()) else {}),
+            **({"cost": cost} if (cost := counters.live_cost()) else {}),
         }
 
     def write(self, state: str, message: str = "") -> None:

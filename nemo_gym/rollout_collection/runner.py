@@ -5,17 +5,21 @@ its level in flight, `num_samples_in_parallel` at most), so at most that many ro
 read only as fast as rollouts finish; each finished rollout tells the limit its latency and 429s. Each row runs on the run's
 `RolloutEngine`, the one the Python API runs on (`run_rollout`: deadline, bounded attempts with backoff, failure
 class); a success becomes one output line, a failure one failures-file record.
+
+Before a worker takes a row it asks the run's start checks (the drain margin before a deadline, a cost budget): the
+first that gives a reason stops every worker from starting more, and the rollouts in flight finish (`stopped_starting`).
 """
 
 import asyncio
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 import orjson
 
 from nemo_gym.failures import FailureClass
+from nemo_gym.model_call_replay import ReplayTag, tagged, without_tag
 from nemo_gym.model_calls import calls_of
 from nemo_gym.rollout_collection.concurrency import AdaptiveLimit, Fixed, Outcome
 from nemo_gym.rollout_collection.engine import RolloutEngine
@@ -36,6 +40,13 @@ class RunStats:
     failed: int = 0
     exhausted: int = 0  # failed keys skipped because earlier runs used up their attempts
     failures_by_class: Counter[str] = field(default_factory=Counter)
+    stopped_starting: str | None = None  # why no more rollouts were started (a start check's reason), if one said so
+    stopped_by: str | None = None  # the name of the start check that said so
+    replayed_calls: int = 0  # model calls of this run's rollouts answered from the replay journal
+
+
+# Asked before each rollout starts: a reason to start no more (the run then drains), or None.
+StartCheck = Callable[[], str | None]
 
 
 class Runner:
@@ -57,6 +68,13 @@ class Runner:
         self.stats = RunStats()
         # Called with each committed rollout row (e.g. the W&B upload); it must not block the event loop for long.
         self.row_listeners: list[Callable[[dict[str, Any]], None]] = []
+        # Called with each rollout row before it is written, to add to it (e.g. each model call's cost).
+        self.row_preparers: list[Callable[[dict[str, Any]], None]] = []
+        self.start_checks: dict[str, StartCheck] = {}  # by name, asked in the order they were added
+        # Called with each finished rollout's duration in seconds, its attempts included (e.g. the drain margin).
+        self.duration_listeners: list[Callable[[float], None]] = []
+        # With replay on, what each rollout's model calls are tagged with, less the key (model_call_replay.py).
+        self.replay: ReplayTag | None = None
 
     def pending(self, lines: Iterator[bytes]) -> Iterator[tuple[tuple[int, int], bytes]]:
         """The materialized rows still to run: not done, and with attempts left across runs."""
@@ -100,7 +118,7 @@ class Runner:
         while True:
             admitted = await limit.acquire()
             # Safe to share: next() never awaits, so two workers never step the iterator at once.
-            item = next(rows, None)
+            item = None if self._stop_starting() else next(rows, None)
             if item is None:
                 limit.release(None)
                 return
@@ -116,10 +134,17 @@ class Runner:
         prior = self.prior_attempts.get(key, 0)
         started = time.monotonic()
         self.counters.started(agent)
-        result = await self.engine.run(agent, row, self.max_total_attempts - prior)
+        sent = row
+        if self.replay is not None:
+            tag = replace(self.replay, key=key)
+            sent = {**row, "responses_create_params": tagged(row["responses_create_params"], tag)}
+        result = await self.engine.run(agent, sent, self.max_total_attempts - prior)
         latency = time.monotonic() - started
+        for listener in self.duration_listeners:
+            listener(latency)
         if isinstance(result, RolloutSuccess):
             calls = calls_of(result.reply)
+            self.stats.replayed_calls += sum(call.replayed for call in calls)
             self.counters.succeeded(agent, result.attempts, calls)
             self._succeed(key, row, result)
             # 429s its model calls met were waited out by their model server, which paces the endpoint itself
@@ -130,8 +155,20 @@ class Runner:
         rate_limited = 1 if result.failure_class == FailureClass.RATE_LIMITED else 0
         return Outcome(admitted, latency, rate_limited, failed=True)
 
+    def _stop_starting(self) -> bool:
+        """True once a start check gave a reason (kept in `stats.stopped_starting`): no worker takes another row."""
+        if self.stats.stopped_starting is None:
+            for name, check in self.start_checks.items():
+                reason = check()
+                if reason is not None:
+                    self.stats.stopped_starting, self.stats.stopped_by = reason, name
+                    break
+        return self.stats.stopped_starting is not None
+
     def _succeed(self, key: tuple[int, int], row: dict[str, Any], outcome: RolloutSuccess) -> None:
-        out = result_row(row, outcome.reply)
+        out = result_row(row, without_tag(outcome.reply) if self.replay else outcome.reply)
+        for prepare in self.row_preparers:
+            prepare(out)
         self.output.write_line(orjson.dumps(out, option=orjson.OPT_APPEND_NEWLINE))
         self.done.add(*key)
         self.stats.succeeded += 1
@@ -146,7 +183,7 @@ class Runner:
             ATTEMPTS: attempts,
             LAST_ERROR: failure.last_error[:_LAST_ERROR_CHARS],
             HTTP_STATUS: failure.http_status,
-            **({FAILED_ROLLOUT: failure.reply} if failure.reply is not None else {}),
+            **({FAILED_ROLLOUT: without_tag(failure.reply)} if failure.reply is not None else {}),
         })
         self.failures.write_line(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
         self.stats.failed += 1

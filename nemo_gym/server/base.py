@@ -28,6 +28,8 @@ from nemo_gym.http_client import HttpClient, RequestFailed
 from nemo_gym.open_files import allow_open_files_up_to_hard_limit
 from nemo_gym.server.client import ServerClient
 from nemo_gym.server.gc_pace import serving_pace
+from nemo_gym.traces import names as span_names, switch as traces
+from nemo_gym.traces.start import start_from_environment, stop_tracing
 
 logger = logging.getLogger("nemo_gym.server")
 
@@ -193,6 +195,11 @@ class BaseServer:
     def routes(self) -> list[Route]:
         return []
 
+    def span_attributes(self, path: str) -> span_names.Attributes:
+        """What the span of a request to route `path` says besides its method and path (nemo_gym.traces.names),
+        asked once per route, when the app is built with traces on."""
+        return {}
+
     async def startup(self) -> None:
         """Open resources (called once, before the first request)."""
 
@@ -228,7 +235,13 @@ class BaseServer:
             await self.http.aclose()
 
     def app(self) -> ASGIApp:
-        routes = [Route("/health", self._health, methods=["GET"]), *self.routes()]
+        served = self.routes()
+        tracing = traces.ACTIVE
+        # Decided once, here: an untraced server does no tracing work per request. The head server (a directory,
+        # inside ng_run or the e2e collector's own process) is never traced.
+        if tracing is not None and self.spec.kind in SERVER_KINDS:
+            served = [tracing.traced_route(route, self.span_attributes(route.path)) for route in served]
+        routes = [Route("/health", self._health, methods=["GET"]), *served]
         return direct_dispatch(Starlette(routes=routes, lifespan=self._lifespan), routes)
 
     @property
@@ -243,6 +256,15 @@ class BaseServer:
         holds the port until it stops. A subclass that overrides this must take `sock` too (ng_run checks,
         before any server starts: server/launch.py)."""
         allow_open_files_up_to_hard_limit()  # a socket per request in flight, and one per call it makes
+        # Here, in the process that serves (a worker after its fork): the exporter's thread does not survive a fork.
+        start_from_environment(self.name, **{span_names.SERVER_KIND: self.spec.kind,
+                                             span_names.SERVER_IMPLEMENTATION: self.spec.implementation})
+        try:
+            self._run_uvicorn(host, port, sock)
+        finally:
+            stop_tracing()  # the spans still buffered go out before the process exits
+
+    def _run_uvicorn(self, host: str, port: int, sock: socket.socket | None) -> None:
         config = uvicorn.Config(
             self.app(),
             host=host,

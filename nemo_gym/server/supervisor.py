@@ -18,11 +18,12 @@ import orjson
 import uvicorn
 
 from nemo_gym import console
-from nemo_gym.config.global_settings import head_server
+from nemo_gym.config.global_settings import LoaderSettings, head_server
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.config.redact import secret_values
 from nemo_gym.config.servers import ServerSettings, ServerSpec
 from nemo_gym.config.timeouts import SERVER_STOP_GRACE_S
+from nemo_gym.config.typed import build
 from nemo_gym.errors import ConfigError, DownstreamError
 from nemo_gym.http_client import RequestFailed, get_blocking
 from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
@@ -32,6 +33,7 @@ from nemo_gym.server.settings_check import check_server_settings
 from nemo_gym.server.startup_progress import PROGRESS_EVERY_S, Starting, last_log_line, waiting_line
 from nemo_gym.server.process_group import die_with_parent, stop_process_groups
 from nemo_gym.server.workers import reuseport_socket
+from nemo_gym.traces.start import child_environment, require_extra
 
 
 class ServerStartError(DownstreamError):
@@ -100,6 +102,10 @@ class Supervisor:
         self.log_dir = log_dir
         self.head = head_server(config.values)
         self.head_url = self.head.url
+        traces = build(LoaderSettings, config.values, where=config.source_of).traces
+        if traces.traces_url:
+            require_extra()
+        self._traces_env = child_environment(traces)  # every server traces as the config says
         self._reservations: list[socket.socket] = []  # each planned server's port, held until stop()
         # A bad setting fails here, before any server starts.
         try:
@@ -156,6 +162,7 @@ class Supervisor:
                 **os.environ,
                 SPEC_ENV: orjson.dumps(proc.spec.__dict__).decode(),
                 HEAD_URL_ENV: self.head_url,
+                **self._traces_env,
                 "PYTHONUNBUFFERED": "1",
             }
             with open(proc.log_path, "ab") as log:

@@ -33,6 +33,7 @@ from nemo_gym.config.redact import is_secret_key
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.config.typed import Settings, Text, build
 from nemo_gym.errors import ConfigError, DownstreamError, NemoGymError
+from nemo_gym.exit_status import EXIT_DEADLINE
 from nemo_gym.slurm.layout import RunLayout, submission_path
 from nemo_gym.slurm.templates import (
     AGGREGATE_TEMPLATE,
@@ -46,8 +47,12 @@ from nemo_gym.slurm.templates import (
 # The job scripts set these per task; a user value would silently break sharding or resume.
 _SET_BY_JOB_SCRIPT = {
     "output_jsonl_fpath", "shard_index", "resume_from_cache", "disable_aggregation", "head_server", "log_dir",
-    "input_glob", "merge_shards",
+    "input_glob", "merge_shards", "deadline_lead_s",
 }
+# The collector drains this long before the SIGTERM lead: time for the job script to stop the servers and requeue.
+DRAIN_STOP_ALLOWANCE_S = 15
+# Slurm may send `--signal` up to this much earlier than asked (its event resolution, documented under --signal).
+SLURM_SIGNAL_RESOLUTION_S = 60
 # Paths end up in #SBATCH lines, which cannot be quoted, and `%` is a Slurm filename pattern there.
 _SAFE_PATH = re.compile(r"^[\w./+:@-]+$")
 _SAFE_NAME = re.compile(r"^[\w.+-]+$")
@@ -83,7 +88,9 @@ class SlurmSettings(Settings):
     sbatch_args: list[Text] = Field(default_factory=list)
     """More options for both jobs, e.g. [--qos=high]."""
     signal_lead_s: int = Field(60, ge=1)
-    """SIGTERM this long before the time limit, so the task stops cleanly."""
+    """SIGTERM this long before the time limit, so the task stops cleanly (Slurm may send it up to 60 s earlier).
+    The collector itself starts no rollout that cannot finish before the earliest of those, less 15 s to stop the
+    servers: drained, the task requeues itself."""
     startup_timeout_s: int = Field(1800, ge=1)
     """Seconds for ng_run's start-up on each task, vLLM cold start included."""
     dependency: Literal["afterok", "afterany"] = "afterok"
@@ -177,6 +184,8 @@ def render_scripts(
         "last_shard": str(layout.num_shards - 1),
         "array_throttle": f"%{slurm.max_parallel}" if slurm.max_parallel else "",
         "signal_lead_s": str(slurm.signal_lead_s),
+        "deadline_lead_s": str(slurm.signal_lead_s + SLURM_SIGNAL_RESOLUTION_S + DRAIN_STOP_ALLOWANCE_S),
+        "exit_deadline": str(EXIT_DEADLINE),
         "cpus_per_task": str(slurm.cpus_per_task),
         "aggregate_cpus_per_task": str(slurm.aggregate_cpus_per_task),
         "startup_timeout_s": str(slurm.startup_timeout_s),

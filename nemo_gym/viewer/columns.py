@@ -13,7 +13,7 @@ import numpy as np
 ROW_COLUMNS = {
     "task": "<i8", "rollout": "<i8", "file": "<i4", "offset": "<i8",
     "length": "<i8", "reward": "<f8", "input_tokens": "<i8", "output_tokens": "<i8",
-    "agent": "<i4", "failure": "<i4", "tool_calls": "<i4",
+    "agent": "<i4", "failure": "<i4", "tool_calls": "<i4", "cost_usd": "<f8",
 }
 TASK_COLUMNS = {
     "task": "<i8", "first": "<i8", "count": "<i8", "mean_reward": "<f8",

@@ -35,9 +35,9 @@ from nemo_gym.run_files.rows import line_number_at
 from nemo_gym.viewer.columns import ROW_COLUMNS, TASK_COLUMNS, ColumnStore, ColumnWriter
 from nemo_gym.viewer.errors import NotFound, ViewerError
 from nemo_gym.viewer.overview_build import OverviewJob
-from nemo_gym.viewer.row_fields import agent_of, numbers, parse_row
+from nemo_gym.viewer.row_fields import agent_of, cost_of, numbers, parse_row
 
-INDEX_VERSION = 2  # 2: the overview is computed after the index, and meta.json holds failures by agent
+INDEX_VERSION = 3  # 2: the overview is computed after the index, and meta.json holds failures by agent; 3: cost
 META = "meta.json"
 PROGRESS_EVERY_S = 5.0
 
@@ -114,7 +114,7 @@ class _Builder:
         reward, input_tokens, output_tokens, tool_calls = numbers(row)
         self._task_row(task, reward, False)
         self.rows.append((task, rollout, file_no, offset, length, reward, input_tokens, output_tokens,
-                          self._agent_id(agent), 0, tool_calls))
+                          self._agent_id(agent), 0, tool_calls, cost_of(row)))
 
     def add_failure(self, record: FailureRecord) -> None:
         if record.file not in self.extra_files:
@@ -124,7 +124,7 @@ class _Builder:
         self.failed_by_agent.setdefault(record.agent, Counter())[record.failure_class] += 1
         self._task_row(record.task, math.nan, True)
         self.rows.append((record.task, record.rollout, file_no, record.offset, record.length, math.nan, -1, -1,
-                          self._agent_id(record.agent), failure, 0))
+                          self._agent_id(record.agent), failure, 0, math.nan))
 
     def finish(self) -> None:
         self._end_task()

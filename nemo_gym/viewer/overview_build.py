@@ -16,6 +16,7 @@ from typing import Any, Callable
 import orjson
 
 from nemo_gym.metrics.accumulator import AgentAccumulator
+from nemo_gym.metrics.call_metrics import COST_METRIC
 from nemo_gym.resources_servers.metrics import headline_metrics
 from nemo_gym.run_files.manifest import ManifestError, read_manifest
 from nemo_gym.run_files.metrics_file import metrics_heads
@@ -60,6 +61,12 @@ def _agent_entries(accumulators: dict[str, AgentAccumulator], agents: list[str],
     return entries
 
 
+def _total_cost(agents: list[dict[str, Any]]) -> float | None:
+    """The run's cost in USD: its agents' `model_calls/cost_usd` added up; None when no rollout was priced."""
+    costs = [entry["agent_metrics"][COST_METRIC] for entry in agents if COST_METRIC in entry["agent_metrics"]]
+    return sum(costs) if costs else None
+
+
 def build_overview(directory: Path, rows: ColumnStore, meta: dict[str, Any],
                    progress: Callable[[int], None] = lambda rows_done: None) -> None:
     """Compute the overview of the index in `directory` (its `rows` columns, its `meta`) into `overview.json`."""
@@ -82,7 +89,8 @@ def build_overview(directory: Path, rows: ColumnStore, meta: dict[str, Any],
                     accumulator = accumulators[agent] = AgentAccumulator()
                 accumulator.add(parse_row(os.pread(fd, length, offset)))
             progress(start + len(block["file"]))
-        overview = {"agents": _agent_entries(accumulators, agents, meta["failures_by_agent"], rollout_files),
+        entries = _agent_entries(accumulators, agents, meta["failures_by_agent"], rollout_files)
+        overview = {"agents": entries, "cost_usd": _total_cost(entries),
                     "manifests": [{"file": str(p), "manifest": m} for p in rollout_files if (m := _manifest(p))]}
     finally:
         for fd in fds.values():

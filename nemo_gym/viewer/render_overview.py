@@ -7,6 +7,7 @@ from typing import Any, Callable
 import orjson
 
 from nemo_gym.metrics.report import COUNTS, histogram_svg, model_calls_table, pass_at_k_svg
+from nemo_gym.pricing import format_usd
 from nemo_gym.safe_html import Html, el, fragment, table
 from nemo_gym.viewer.index import RunIndex
 from nemo_gym.viewer.render_common import fmt, kv_table, link
@@ -69,6 +70,7 @@ def run_overview(index: RunIndex, failure_link: FailureLink) -> Html:
                   el("p", f"computing the metrics of this run: {job.rows_done:,} of {job.total_rows:,} rows read ...",
                      class_="muted"), class_="run", id=f"run-{index.label}")
     overview = index.overview()
+    head.append(el("p", "cost of the rollouts: ", el("b", format_usd(overview["cost_usd"])), class_="facts"))
     agents = [agent_section(entry, index.label, failure_link) for entry in overview["agents"]]
     manifests = [el("details", el("summary", "manifest of ", el("code", m["file"])),
                     el("pre", orjson.dumps(m["manifest"], option=orjson.OPT_INDENT_2).decode()))

@@ -3,6 +3,7 @@ side)."""
 
 from typing import Any
 
+from nemo_gym.pricing import format_usd
 from nemo_gym.safe_html import Html, el, fragment, join, table
 from nemo_gym.viewer.query import FAILURE_ANY, FAILURE_NONE, SORTS, Page
 from nemo_gym.viewer.render_common import fmt, fold, link, query_url
@@ -53,11 +54,11 @@ def rows_table(summaries: list[dict[str, Any]], urls: Any) -> Html:
             link(str(s["task"]), urls.task(s["run"], s["task"])),
             el("a", str(s["rollout"]), class_="open", href=urls.rollout(s["run"], s["task"], s["rollout"])),
             s["agent"], reward_cell(s), s["extracted_answer"] or "", fmt(s["output_tokens"]),
-            fmt(s["tool_calls"]), f"{s['bytes']:,}", el("span", s["prompt"], class_="excerpt"),
-            el("span", s["answer"], class_="excerpt"),
+            format_usd(s["cost_usd"]), fmt(s["tool_calls"]), f"{s['bytes']:,}",
+            el("span", s["prompt"], class_="excerpt"), el("span", s["answer"], class_="excerpt"),
         ))
-    return table(("task", "rollout", "agent", "reward", "extracted", "out tokens", "tool calls", "bytes", "prompt",
-                  "answer"), rows, "rows")
+    return table(("task", "rollout", "agent", "reward", "extracted", "out tokens", "cost", "tool calls", "bytes",
+                  "prompt", "answer"), rows, "rows")
 
 
 def pager(page: Page, params: dict[str, Any]) -> Html:

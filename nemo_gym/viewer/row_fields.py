@@ -12,6 +12,9 @@ from typing import Any
 
 import orjson
 
+from nemo_gym.model_calls import calls_of
+from nemo_gym.pricing import rollout_cost
+
 REWARD = "reward"
 EXTRACTED_ANSWER = "extracted_answer"
 # Fields every row carries for the machinery rather than for the verifier's verdict.
@@ -42,6 +45,12 @@ def _replace_surrogates(value: Any) -> Any:
     if isinstance(value, dict):
         return {_replace_surrogates(key): _replace_surrogates(item) for key, item in value.items()}
     return value
+
+
+def cost_of(row: dict[str, Any]) -> float:
+    """The rollout's recorded cost in USD (nemo_gym.pricing), NaN when none of its calls has one."""
+    usd = rollout_cost(calls_of(row))
+    return math.nan if usd is None else usd
 
 
 def reward_of(row: dict[str, Any]) -> float:

@@ -37,6 +37,8 @@ AGENTS = {
     "invalid_reply": {"fault": "invalid", "fault_fraction": 0.3, "fault_while_file": "markers/invalid_reply"},
     "always_500": {"fault": "500"},
     "usage_agent": {"report_usage": True},
+    "paced_agent": {"delay_s": 0.5},  # rollouts of a known length, for the drain before a deadline
+    "stuck_agent": {"fault": "hang", "hang_s": 120},  # no rollout finishes before a short deadline
 }
 
 

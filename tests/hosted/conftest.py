@@ -4,6 +4,7 @@
                         -> limited_agent ---> vllm_model `limited_model` (max_requests_per_minute, 2 workers) -> stub
                         -> strict_agent ----> vllm_model `strict_model` (a 429 fails the call at once) -> tight stub
                         -> quota_agent -----> vllm_model `quota_model` (max_rate_limit_wait_s=5) -> quota stub
+                        -> replay_agent ----> vllm_model `replay_model` (2 workers) -> replay stub
 
 The stub (benchmarks/perf/hosted_api_stub.py) is a rate-limited hosted API on loopback: 600 requests a minute, a
 burst of one second of them, 429 with Retry-After beyond, answers in about 50 ms. `GET /stats` counts what it saw.
@@ -26,6 +27,7 @@ STUB_MODEL, STUB_KEY = "stub-hosted", "sk-stub-hosted-test"
 RPM = 600
 AGENT, LIMITED_AGENT, STRICT_AGENT = "example_single_tool_call_simple_agent", "limited_agent", "strict_agent"
 QUOTA_AGENT, QUOTA_MAX_WAIT_S = "quota_agent", 5
+REPLAY_AGENT = "replay_agent"
 
 
 def stub_settings(port: int, **overrides: Any) -> dict[str, Any]:
@@ -46,11 +48,12 @@ def model_server(base_url: str, **settings: Any) -> dict[str, Any]:
 
 
 class HostedStack:
-    def __init__(self, stack: Stack, workdir: Path, stub_url: str, quota_url: str) -> None:
+    def __init__(self, stack: Stack, workdir: Path, stub_url: str, quota_url: str, replay_url: str) -> None:
         self.stack = stack
         self.workdir = workdir
         self.stub_url = stub_url  # ends in /v1
         self.quota_url = quota_url  # the quota stub's, ends in /v1
+        self.replay_url = replay_url  # the replay tests' own stub's, ends in /v1
 
     def args(self, agent: str, *extra: str) -> list[str]:
         return [f"+head_server.port={self.stack.head_url.rsplit(':', 1)[1]}", f"+agent_name={agent}", *extra]
@@ -58,17 +61,21 @@ class HostedStack:
     def stats(self, url: str | None = None) -> dict[str, int]:
         return httpx.get(f"{(url or self.stub_url).removesuffix('/v1')}/stats", trust_env=False, timeout=10).json()
 
+    def control(self, url: str, **settings: Any) -> None:
+        httpx.post(f"{url.removesuffix('/v1')}/control", json=settings, trust_env=False,
+                   timeout=10).raise_for_status()
+
     def set_quota(self, requests: int | None) -> None:
         """The quota stub answers `requests` more requests (None: no quota), then refuses every one."""
-        httpx.post(f"{self.quota_url.removesuffix('/v1')}/control", json={"quota_requests": requests},
-                   trust_env=False, timeout=10).raise_for_status()
+        self.control(self.quota_url, quota_requests=requests)
 
 
 @pytest.fixture(scope="session")
 def hosted_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostedStack]:
     workdir = tmp_path_factory.mktemp("hosted_stack")
-    port, tight_port, quota_port = free_port(), free_port(), free_port()
+    port, tight_port, quota_port, replay_port = free_port(), free_port(), free_port(), free_port()
     stub_url, quota_url = f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{quota_port}/v1"
+    replay_url = f"http://127.0.0.1:{replay_port}/v1"
     tree = {
         "hosted_api": {"responses_api_models": {"hosted_api_stub": stub_settings(port)}},
         "tight_api": {"responses_api_models": {"hosted_api_stub": stub_settings(tight_port, requests_per_minute=60)}},
@@ -80,8 +87,11 @@ def hosted_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostedSta
         LIMITED_AGENT: weather_agent("limited_model"),
         STRICT_AGENT: weather_agent("strict_model"),
         QUOTA_AGENT: weather_agent("quota_model"),
+        "replay_api": {"responses_api_models": {"hosted_api_stub": stub_settings(replay_port)}},
+        "replay_model": model_server(replay_url, workers=2),  # two processes append to one journal
+        REPLAY_AGENT: weather_agent("replay_model"),
     }
     (workdir / "hosted.yaml").write_text(yaml.safe_dump(tree))
     configs = f"{environment_config('example_single_tool_call')},{workdir / 'hosted.yaml'}"
     with running_stack([f"+config_paths=[{configs}]"], cwd=workdir) as stack:
-        yield HostedStack(stack, workdir, stub_url, quota_url)
+        yield HostedStack(stack, workdir, stub_url, quota_url, replay_url)

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from benchmarks.perf.harness import write_rows
-from nemo_gym.cli.common import EXIT_RETRY_LATER
+from nemo_gym.exit_status import EXIT_RETRY_LATER
 from nemo_gym.rollout_collection.collect import RESUME_HINT
 from nemo_gym.rollout_collection.retry_budget import REFUSALS_TO_STOP
 from tests.collection.util import read_rows, run_cli, sidecar

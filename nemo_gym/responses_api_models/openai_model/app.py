@@ -24,8 +24,10 @@ from nemo_gym.config.typed import Text
 from nemo_gym.http_client import bearer_headers
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
+from nemo_gym.responses_api_models.replay import Journals, replayable
 from nemo_gym.responses_api_models.preflight import PREFLIGHT_PATH, check_endpoint
 from nemo_gym.server.base import BaseServer, json_route
+from nemo_gym.traces import switch as traces
 
 
 class OpenAIModelSettings(EndpointLimitSettings):
@@ -48,14 +50,19 @@ class OpenAIModelServer(BaseServer):
     def __init__(self, spec: ServerSpec, head_url: str | None = None) -> None:
         super().__init__(spec, head_url)
         self.endpoint_calls = EndpointCalls.of_server(spec.name, self.settings)
+        self.journals = Journals()  # replay of finished model calls after a crash (replay.py)
 
     def routes(self) -> list[Route]:
         return [
-            json_route("/v1/responses", self.responses),
-            json_route("/v1/chat/completions", self.chat_completions),
+            json_route("/v1/responses", replayable(self.journals, self.responses)),
+            json_route("/v1/chat/completions", replayable(self.journals, self.chat_completions)),
             json_route(PREFLIGHT_PATH, self.preflight, methods=("GET",)),
             self.endpoint_calls.route(),
         ]
+
+    async def shutdown(self) -> None:
+        self.journals.close()
+        await super().shutdown()
 
     def _headers(self) -> dict[str, str]:
         return bearer_headers(self.settings.api_key)
@@ -63,9 +70,14 @@ class OpenAIModelServer(BaseServer):
     async def _forward(self, path: str, body: dict[str, Any]) -> tuple[Any, ModelCall]:
         settings = self.settings
         base_url = settings.base_url.rstrip("/")
-        return await self.endpoint_calls.post(self.http, f"{base_url}{path}", {**body, "model": settings.model},
-                                              base_url=base_url, model=settings.model, headers=self._headers(),
-                                              timeout_s=settings.request_timeout_s)
+        call = self.endpoint_calls.post(self.http, f"{base_url}{path}", {**body, "model": settings.model},
+                                        base_url=base_url, model=settings.model, headers=self._headers(),
+                                        timeout_s=settings.request_timeout_s)
+        tracing = traces.ACTIVE
+        if tracing is None:
+            return await call
+        return await tracing.model_call(call, operation_path=path, model=settings.model, provider="openai",
+                                        base_url=base_url)
 
     async def preflight(self, body: Any, request: Request) -> dict[str, Any]:
         """The endpoint's check (reachable, key accepted, model served, context length)."""

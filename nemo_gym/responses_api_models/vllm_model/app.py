@@ -40,11 +40,13 @@ from nemo_gym.http_client import RequestFailed, bearer_headers
 from nemo_gym.config.model_servers import VLLMModelSettings
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall, public_endpoint
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
+from nemo_gym.responses_api_models.replay import Journals, replayable
 from nemo_gym.responses_api_models.preflight import PREFLIGHT_PATH, check_endpoint
 from nemo_gym.responses_api_models.vllm_model.engine_load import ENGINE_LOAD_PATH, parse_metrics
 from nemo_gym.responses_api_models.vllm_model.hang_watch import AnsweredElsewhere, HangWatch
 from nemo_gym.responses_api_models.vllm_model.routing import HEALTH_CLASSES, probe, shared_router
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
+from nemo_gym.traces import switch as traces
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -109,11 +111,12 @@ class VLLMModelServer(BaseServer):
         self._probes: set[asyncio.Task[bool]] = set()
         self._closing: dict[str, list[int]] = {}  # per vLLM base URL: how its chat template closes assistant turns
         self.endpoint_calls = EndpointCalls.of_server(spec.name, self.settings)
+        self.journals = Journals()  # replay of finished model calls after a crash (replay.py)
 
     def routes(self) -> list[Route]:
         return [
-            json_route("/v1/responses", self.responses),
-            json_route("/v1/chat/completions", self.chat_completions),
+            json_route("/v1/responses", replayable(self.journals, self.responses)),
+            json_route("/v1/chat/completions", replayable(self.journals, self.chat_completions)),
             json_route(PREFLIGHT_PATH, self.preflight, methods=("GET",)),
             self.endpoint_calls.route(),
             json_route(REPLICAS_PATH, self.replica_stats, methods=("GET",)),
@@ -122,6 +125,7 @@ class VLLMModelServer(BaseServer):
 
     async def shutdown(self) -> None:
         self.hang_watch.close()
+        self.journals.close()
         await super().shutdown()
 
     async def replica_stats(self, body: Any, request: Request) -> dict[str, Any]:
@@ -208,8 +212,13 @@ class VLLMModelServer(BaseServer):
 
     async def _generate(self, base_url: str, path: str, body: dict[str, Any]) -> tuple[Any, ModelCall]:
         """A generation request to one replica, under the endpoint's limits; the reply and its record."""
-        return await self.endpoint_calls.post(self.http, f"{base_url}{path}", body, base_url=base_url,
-                                              model=self.model, headers=self._headers(), timeout_s=self.timeout_s)
+        call = self.endpoint_calls.post(self.http, f"{base_url}{path}", body, base_url=base_url,
+                                        model=self.model, headers=self._headers(), timeout_s=self.timeout_s)
+        tracing = traces.ACTIVE
+        if tracing is None:
+            return await call
+        return await tracing.model_call(call, operation_path=path, model=self.model, provider="vllm",
+                                        base_url=base_url)
 
     async def responses(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
         return await self.on_replicas(request, partial(self._respond, body=body))

@@ -4,7 +4,7 @@ the routing or the hang watch. Each count is checked to move once the feature is
 """
 
 from collections import Counter
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 from starlette.testclient import TestClient
@@ -16,6 +16,7 @@ from nemo_gym.responses_api_models.vllm_model.app import VLLMModelServer
 from nemo_gym.responses_api_models.vllm_model.hang_watch import HangWatch
 from nemo_gym.responses_api_models.vllm_model.routing import ReplicaRouter
 from nemo_gym.responses_api_models.vllm_model.tests.test_vllm_model import StubVLLM
+from tests.helpers.call_counts import count_calls
 
 REQUESTS = 20
 PROBES: dict[str, tuple[type, str]] = {
@@ -34,17 +35,7 @@ def replicas() -> Iterator[tuple[StubVLLM, StubVLLM]]:
 
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    counted: Counter[str] = Counter()
-
-    def counting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            counted[name] += 1
-            return original(*args, **kwargs)
-        return wrapper
-
-    for name, (owner, method) in PROBES.items():
-        monkeypatch.setattr(owner, method, counting(name, getattr(owner, method)))
-    return counted
+    return count_calls(monkeypatch, PROBES)
 
 
 def _generate(name: str, settings: dict[str, Any]) -> None:
