@@ -38,7 +38,7 @@ def _config(path: Path, models: dict[str, Any]) -> Path:
 
 
 def _stats(stub: str) -> dict[str, int]:
-    return HostedStack(None, Path(), stub, "").stats()  # type: ignore[arg-type]
+    return HostedStack(None, Path(), stub, "", "").stats()  # type: ignore[arg-type]
 
 
 def _refused(result: subprocess.CompletedProcess[str], *expected: str) -> str:

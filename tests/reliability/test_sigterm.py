@@ -41,7 +41,8 @@ def test_sigterm_flushes_exits_130_and_resume_completes_exactly_once(
     assert line_count(materialized) == ROWS
     assert {p.name for p in tmp_path.iterdir()} <= {
         "in.jsonl", out.name, materialized.name, failures.name, sidecar(out, "_manifest.json").name,
-        sidecar(out, "_collect.log").name, sidecar(out, "_progress.json").name}
+        sidecar(out, "_collect.log").name, sidecar(out, "_progress.json").name,
+        sidecar(out, "_replay.jsonl").name}  # the finished model calls of the rollouts the stop cut
     assert "interrupted" in sidecar(out, "_collect.log").read_text()  # the collector's own log says how it ended
     assert orjson.loads(sidecar(out, "_progress.json").read_bytes())["state"] == "interrupted"  # and its progress
     materialized_sha = sha256(materialized)
