@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
-from nemo_gym.run_format import REPLAY_SUFFIX
+from nemo_gym.run_files.rows import keyed, row_key
+from nemo_gym.run_format import REPLAY_SUFFIX, ROLLOUT_INDEX, TASK_INDEX
 
 TAG_FIELD = "_ng_replay"  # in the create params' `metadata`: a string, as the OpenAI API wants metadata values
 _SEPARATOR = "|"
@@ -104,24 +105,29 @@ class Recorded:
     reply: Any
 
     def line(self) -> bytes:
-        return orjson.dumps({"key": list(self.key), "run": self.run_id, "digest": self.digest, "reply": self.reply},
+        # Keyed as an output row is, so that compaction reads the key without parsing the reply (run_files.rows).
+        return orjson.dumps(keyed(*self.key, {"run": self.run_id, "digest": self.digest, "reply": self.reply}),
                             option=orjson.OPT_APPEND_NEWLINE)
 
 
 def read_journal(path: Path) -> Iterator[Recorded]:
     """Each whole record; a torn last line (a kill mid-write) and foreign lines are skipped."""
+    for line in _lines(path):
+        try:
+            record = orjson.loads(line)
+            yield Recorded((record[TASK_INDEX], record[ROLLOUT_INDEX]), str(record["run"]), str(record["digest"]),
+                           record["reply"])
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            continue
+
+
+def _lines(path: Path) -> Iterator[bytes]:
     try:
         file = open(path, "rb")
     except FileNotFoundError:
         return
     with file:
-        for line in file:
-            try:
-                record = orjson.loads(line)
-                task, rollout = record["key"]
-                yield Recorded((int(task), int(rollout)), str(record["run"]), str(record["digest"]), record["reply"])
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-                continue
+        yield from file
 
 
 def compact_journal(path: Path, keep: Callable[[tuple[int, int]], bool]) -> int:
@@ -130,9 +136,10 @@ def compact_journal(path: Path, keep: Callable[[tuple[int, int]], bool]) -> int:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     kept = 0
     with open(tmp, "wb") as out:
-        for record in read_journal(path):
-            if keep(record.key):
-                out.write(record.line())
+        for line in _lines(path):
+            key = row_key(line)
+            if key is not None and line.endswith(b"\n") and keep(key):  # a torn last line has no newline
+                out.write(line)
                 kept += 1
     if kept:
         os.replace(tmp, path)

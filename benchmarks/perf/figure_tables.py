@@ -726,6 +726,38 @@ def ifeval_agreement(r: Report) -> str:
                        f"**{r['ratios']['disagreements']}**. Source: {source(r)}."])
 
 
+def long_runs(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    b, h = r["rebilling"], r["hot_path"]
+    rb, rh = r["ratios"]["rebilling"], r["ratios"]["hot_path"]
+    runs = b["runs"]
+    out = [f"{b['rows']} weather rollouts (2 model calls each), {b['in_flight']} in flight, against the hosted stub "
+           f"(median answer {b['stub_latency_median_s']:g} s), which counts the calls it answers. The collector is "
+           f"killed by SIGKILL {b['kills']} times and resumed after each until the output is complete. Source: "
+           f"{source(r)}.", "",
+           "| run | killed at (rollouts in the output) | calls billed | beyond the uninterrupted run |",
+           "|---|---|---|---|"]
+    base = runs["uninterrupted"]["billed_calls"]
+    for name, label in (("uninterrupted", "uninterrupted"), ("replay_on", "replay on (the default)"),
+                        ("replay_off", "`+replay_model_calls=false`")):
+        run = runs[name]
+        kills = ", ".join(str(k) for k in run["kills_at_rollouts"]) or "-"
+        extra = run["billed_calls"] - base
+        out.append(f"| {label} | {kills} | {_n(run['billed_calls'])} | "
+                   f"{'-' if name == 'uninterrupted' else f'**{extra:+d}**'} |")
+    journal, level = h["journal_rounds"], h["level_rounds"]
+    out += ["", f"Bound for replay on: the calls in flight at the kills, {rb['extra_call_bound_calls_in_flight_at_kills']} "
+                f"({'within' if rb['extra_calls_replay_on_within_bound'] else '**beyond**'} it). On the hot path "
+                f"(instant stub, {_n(h['rows'])} rows, 256 in flight, {len(journal['replay_on'])} alternating rounds, "
+                f"medians): CPU per rollout with the journal vs without **{rh['journal_cpu_per_rollout_on_vs_off']:.3f}**"
+                f", rollouts/s **{rh['journal_rate_on_vs_off']:.3f}**; the default concurrency vs fixed 256, "
+                f"rollouts/s **{rh['default_vs_fixed_256_rate']:.3f}** (default "
+                f"{', '.join(_rate(x['rollouts_per_s']) for x in level['default'])}; fixed "
+                f"{', '.join(_rate(x['rollouts_per_s']) for x in level['fixed_256'])})."]
+    return "\n".join(out)
+
+
 RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "ifeval_agreement": ("ifeval_agreement", ifeval_agreement),
     "main_output": ("main_command", main_output),
@@ -755,4 +787,5 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "chaos": ("chaos", chaos),
     "sick_replica": ("sick_replica", sick_replica),
     "weight_push": ("weight_push", weight_push),
+    "long_runs": ("long_runs", long_runs),
 }
