@@ -41,11 +41,13 @@ class ReplayTag:
 
     @classmethod
     def decode(cls, text: Any) -> "ReplayTag | None":
-        """The tag `text` holds; None for anything else (a model server answers such a call as if untagged)."""
+        """The tag `text` holds; None for anything else (a model server answers such a call as if untagged). The
+        journal must be an absolute path to a `*_replay.jsonl`: whoever can reach a model server cannot make it
+        write, or read back, any other file."""
         if not isinstance(text, str):
             return None
         parts = text.split(_SEPARATOR, 2)
-        if len(parts) != 3 or not parts[1] or not parts[2]:
+        if len(parts) != 3 or not parts[1] or not os.path.isabs(parts[2]) or not parts[2].endswith(REPLAY_SUFFIX):
             return None
         task, _, rollout = parts[0].partition(".")
         if not (task.isdigit() and rollout.isdigit()):

@@ -35,7 +35,8 @@ def test_the_tag_rides_in_the_metadata_and_leaves_no_trace() -> None:
     assert take_tag(bare) == tag and bare == {"input": "hi"}  # an emptied metadata goes
     assert without_tag({"responses_create_params": sent, "reward": 1.0}) == {"responses_create_params": params,
                                                                              "reward": 1.0}
-    for garbage in (None, 7, "", "1.2|run", "a.b|run|/x", "1.2||/x"):
+    for garbage in (None, 7, "", "1.2|run", "a.b|run|/x_replay.jsonl", "1.2||/x_replay.jsonl",
+                    "1.2|run|relative_replay.jsonl", "1.2|run|/home/me/.bashrc"):  # no other file to write or read
         assert ReplayTag.decode(garbage) is None
 
 
