@@ -14,6 +14,9 @@ on the hot path; and the default concurrency against the best fixed setting on a
    replay on and off in alternating rounds; CPU per rollout (collector and servers) and rollouts per second.
 3. The default concurrency (adaptive) against +adaptive_concurrency=false (the setting it replaced, 256), the same
    stack and rows, alternating rounds.
+4. Exactly once with replay on: 50,000 rows against the instant stub at 256 in flight, the collector killed by
+   SIGKILL 10 times (each once the output holds the next share of the rows) and resumed until complete; every key
+   once, every line whole, no journal left.
 Writes benchmarks/results/long_runs.json.
 """
 
@@ -28,9 +31,11 @@ from statistics import median
 from typing import Any
 
 import httpx
+import orjson
 
 from benchmarks.perf.harness import WEATHER_AGENT, WEATHER_CONFIG, _env, ng_run, run_collector, weather_stack, write_rows
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, load_average, recording
+from nemo_gym.model_call_replay import journal_path
 from nemo_gym.server.supervisor import free_port
 
 STUB = REPO_ROOT / "benchmarks" / "perf" / "hosted_api_stub.py"
@@ -50,6 +55,25 @@ def _lines(path: Path) -> int:
         return 0
 
 
+class _LineCount:
+    """The lines of a file that only grows, counted from where the last count stopped (a 50,000-row output is
+    150 MB: reading it whole every poll would load the machine the collector runs on)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.lines = path, 0, 0
+
+    def __call__(self) -> int:
+        try:
+            with open(self.path, "rb") as file:
+                file.seek(self.offset)
+                chunk = file.read()
+        except FileNotFoundError:
+            return self.lines
+        self.offset += len(chunk)
+        self.lines += chunk.count(b"\n")
+        return self.lines
+
+
 def _collect_with_kills(workdir: Path, head_url: str, inputs: Path, output: Path, rows: int, in_flight: int,
                         kills: int, replay: bool) -> dict[str, Any]:
     """Collect `inputs`, killing the collector `kills` times (the k-th once the output holds k/(kills+1) of the
@@ -59,6 +83,7 @@ def _collect_with_kills(workdir: Path, head_url: str, inputs: Path, output: Path
             "+disable_aggregation=true", f"+replay_model_calls={str(replay).lower()}"]
     env = _env()
     killed_at: list[int] = []
+    count = _LineCount(output)
     for run in range(kills + 1):
         resume = ["+resume_from_cache=true"] if run else []
         with open(workdir / f"collect_{replay}_{run}.log", "wb") as log:
@@ -66,12 +91,14 @@ def _collect_with_kills(workdir: Path, head_url: str, inputs: Path, output: Path
             try:
                 if run < kills:
                     target = (run + 1) * rows // (kills + 1)
-                    while _lines(output) < target and popen.poll() is None:
+                    while count() < target and popen.poll() is None:
                         time.sleep(0.02)
                     if popen.poll() is not None:
                         raise BenchmarkFailed(f"the collector ended before kill {run + 1}: see {log.name}")
                     popen.send_signal(signal.SIGKILL)
+                    popen.wait()
                     killed_at.append(_lines(output))
+                    count = _LineCount(output)  # the resume may drop a torn last line: count afresh
                 popen.wait(timeout=1800)
             finally:
                 if popen.poll() is None:
@@ -150,6 +177,28 @@ def hot_path(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return {"ratios": ratios, "journal_rounds": journal, "level_rounds": level, "rows": args.hot_rows}
 
 
+def exactly_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    output = workdir / "once.jsonl"
+    with weather_stack(workdir / "once_stack") as stack:
+        inputs = write_rows(workdir / "once_in.jsonl", args.once_rows)
+        started = time.monotonic()
+        found = _collect_with_kills(workdir, stack.head_url, inputs, output, args.once_rows, 256, args.once_kills,
+                                    replay=True)
+        elapsed = time.monotonic() - started
+    keys, torn = [], 0
+    for line in output.read_bytes().splitlines():
+        try:
+            row = orjson.loads(line)
+            keys.append((row["_ng_task_index"], row["_ng_rollout_index"]))
+        except orjson.JSONDecodeError:
+            torn += 1
+    journal = journal_path(output)
+    ratios = {"lost": args.once_rows - len(set(keys)), "duplicated": len(keys) - len(set(keys)), "torn_lines": torn,
+              "journal_left_bytes": journal.stat().st_size if journal.exists() else 0}
+    return {"ratios": ratios, **found, "rows": args.once_rows, "elapsed_s": round(elapsed, 1),
+            "load_average": load_average()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a smoke run (results under benchmarks/results/quick)")
@@ -159,15 +208,19 @@ def main() -> None:
     parser.add_argument("--latency-s", type=float, default=0.1, help="the stub's median answer time")
     parser.add_argument("--hot-rows", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--once-rows", type=int, default=50_000)
+    parser.add_argument("--once-kills", type=int, default=10)
     args = parser.parse_args()
     if args.quick:
-        args.rows, args.kills, args.hot_rows, args.rounds = 120, 2, 1000, 1
+        args.rows, args.kills, args.hot_rows, args.rounds, args.once_rows, args.once_kills = 120, 2, 1000, 1, 2000, 3
     with recording("long_runs", quick=args.quick) as recorder, tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         billing = rebilling(args, workdir)
         hot = hot_path(args, workdir)
-        recorder.write({"rebilling": billing.pop("ratios"), "hot_path": hot.pop("ratios")},
-                       {"rebilling": billing, "hot_path": hot})
+        once = exactly_once(args, workdir)
+        recorder.write({"rebilling": billing.pop("ratios"), "hot_path": hot.pop("ratios"),
+                        "exactly_once": once.pop("ratios")}, {"rebilling": billing, "hot_path": hot,
+                                                              "exactly_once": once})
 
 
 if __name__ == "__main__":

@@ -390,7 +390,11 @@ def _replay_journal(config: RolloutCollectionConfig, runner: Runner, done: KeySe
 
 def _drain_margin(config: RolloutCollectionConfig, runner: Runner) -> DrainMargin | None:
     """The run's drain margin, asked before each rollout starts, where the run has a deadline (deadline.py)."""
-    deadline = find_deadline(config.deadline, config.deadline_lead_s)
+    try:
+        deadline = find_deadline(config.deadline, config.deadline_lead_s)
+    except DownstreamError as exc:  # Slurm's end time, unread: the job's own SIGTERM still stops the run cleanly
+        console.warn(f"no drain margin before the job's end: {exc}")
+        return None
     if deadline is None:
         return None
     margin = DrainMargin(deadline)

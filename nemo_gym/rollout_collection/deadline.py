@@ -64,7 +64,8 @@ def slurm_end_time(job_id: str) -> float | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise DownstreamError(f"cannot ask Slurm when job {job_id} ends (squeue: {exc}); pass +deadline=... "
                               f"or +deadline={OFF}") from None
-    text = found.stdout.strip()
+    lines = found.stdout.split()
+    text = lines[0] if lines else ""
     if found.returncode != 0 or not text:
         raise DownstreamError(f"cannot ask Slurm when job {job_id} ends (squeue exited {found.returncode}: "
                               f"{found.stderr.strip()[:200]}); pass +deadline=... or +deadline={OFF}")
@@ -76,6 +77,15 @@ def slurm_end_time(job_id: str) -> float | None:
         raise DownstreamError(f"squeue gave job {job_id}'s end time as {text!r}, which is not a time") from None
 
 
+def slurm_job() -> str | None:
+    """This process's Slurm job as squeue names it: an array task is `<array job>_<task>` (its own SLURM_JOB_ID may
+    be the array's, which squeue answers for every task of the array); None outside Slurm."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return os.environ.get("SLURM_JOB_ID") or None
+
+
 def find_deadline(deadline: str | None, lead_s: float, now: float | None = None) -> Deadline | None:
     """The run's deadline: `+deadline=`, else the Slurm job's end time (under Slurm), less `lead_s`; None without
     either, or with +deadline=off."""
@@ -84,7 +94,7 @@ def find_deadline(deadline: str | None, lead_s: float, now: float | None = None)
         if deadline.strip() == OFF:
             return None
         return Deadline(parse_deadline(deadline, now) - lead_s, f"+deadline={deadline}")
-    job_id = os.environ.get("SLURM_JOB_ID")
+    job_id = slurm_job()
     if not job_id:
         return None
     end = slurm_end_time(job_id)

@@ -64,6 +64,15 @@ def test_slurm_end_time_and_each_squeue_failure(tmp_path: Path, monkeypatch: pyt
     found = find_deadline(None, 60)
     assert found is not None and found.at == datetime(2030, 1, 2, 3, 4, 5).timestamp() - 60
     assert found.source == "Slurm job 4242's end time, 03:04:05"
+    # An array task asks for itself: its SLURM_JOB_ID may be the array's, which squeue answers for every task.
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    _fake_squeue(tmp_path, monkeypatch, f'echo "$@" > {tmp_path}/asked; echo 2030-01-02T03:04:05; echo NONE')
+    found = find_deadline(None, 0)
+    assert found is not None and found.source.startswith("Slurm job 4242_3's end time")
+    assert "--jobs 4242_3" in (tmp_path / "asked").read_text()
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID")
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID")
     _fake_squeue(tmp_path, monkeypatch, "echo UNLIMITED")
     assert find_deadline(None, 60) is None  # a job without a time limit has no deadline
     _fake_squeue(tmp_path, monkeypatch, "echo 'slurm_load_jobs error: Invalid job id' >&2; exit 1")
@@ -121,3 +130,12 @@ def test_rollouts_running_at_the_deadline_are_stopped_there(collection_stack: Co
     assert not (tmp_path / "r.jsonl").read_bytes()
     assert not sidecar(tmp_path / "r.jsonl", "_failures.jsonl").exists() or \
         not sidecar(tmp_path / "r.jsonl", "_failures.jsonl").read_bytes()
+
+
+def test_an_unreadable_slurm_end_time_warns_and_the_run_goes_on(collection_stack: CollectionStack, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_squeue(tmp_path, monkeypatch, "echo 'slurm_load_jobs error: Socket timed out' >&2; exit 1")
+    ran = _collect(collection_stack, tmp_path, "agent_a")  # the subprocess inherits the fake squeue and job id
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "warning: no drain margin before the job's end: cannot ask Slurm when job 4242 ends" in ran.stderr
+    assert len(keys(tmp_path / "r.jsonl")) == ROWS
