@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 import orjson
 
+from benchmarks.perf.chaos import LineCount
 from benchmarks.perf.harness import WEATHER_AGENT, WEATHER_CONFIG, _env, ng_run, run_collector, weather_stack, write_rows
 from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, load_average, recording
 from nemo_gym.model_call_replay import journal_path
@@ -55,25 +56,6 @@ def _lines(path: Path) -> int:
         return 0
 
 
-class _LineCount:
-    """The lines of a file that only grows, counted from where the last count stopped (a 50,000-row output is
-    150 MB: reading it whole every poll would load the machine the collector runs on)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.offset, self.lines = path, 0, 0
-
-    def __call__(self) -> int:
-        try:
-            with open(self.path, "rb") as file:
-                file.seek(self.offset)
-                chunk = file.read()
-        except FileNotFoundError:
-            return self.lines
-        self.offset += len(chunk)
-        self.lines += chunk.count(b"\n")
-        return self.lines
-
-
 def _collect_with_kills(workdir: Path, head_url: str, inputs: Path, output: Path, rows: int, in_flight: int,
                         kills: int, replay: bool) -> dict[str, Any]:
     """Collect `inputs`, killing the collector `kills` times (the k-th once the output holds k/(kills+1) of the
@@ -83,7 +65,7 @@ def _collect_with_kills(workdir: Path, head_url: str, inputs: Path, output: Path
             "+disable_aggregation=true", f"+replay_model_calls={str(replay).lower()}"]
     env = _env()
     killed_at: list[int] = []
-    count = _LineCount(output)
+    count = LineCount(output)
     for run in range(kills + 1):
         resume = ["+resume_from_cache=true"] if run else []
         with open(workdir / f"collect_{replay}_{run}.log", "wb") as log:
@@ -98,7 +80,7 @@ def _collect_with_kills(workdir: Path, head_url: str, inputs: Path, output: Path
                     popen.send_signal(signal.SIGKILL)
                     popen.wait()
                     killed_at.append(_lines(output))
-                    count = _LineCount(output)  # the resume may drop a torn last line: count afresh
+                    count = LineCount(output)  # the resume may drop a torn last line: count afresh
                 popen.wait(timeout=1800)
             finally:
                 if popen.poll() is None:
