@@ -18,6 +18,7 @@ from nemo_gym.config.loader import COMMAND_LINE, GlobalConfig
 from nemo_gym.config.timeouts import ROLLOUT_TIMEOUT_S, VERIFY_TIMEOUT_S
 from nemo_gym.config.typed import FilePath, Settings, Text, build, check_unknown_keys
 from nemo_gym.errors import ConfigError
+from nemo_gym.rollout_collection.deadline import OFF, parse_deadline
 from nemo_gym.run_files.paths import RunPaths
 
 REPEATS_DEFAULT_KEY = "_default"
@@ -195,6 +196,17 @@ class SharedRolloutCollectionConfig(_WritesRun):
     @classmethod
     def _null_parallel_is_default(cls, value: int | None) -> int:
         return DEFAULT_NUM_SAMPLES_IN_PARALLEL if value is None else value
+
+    @field_validator("deadline", mode="after")
+    @classmethod
+    def _deadline_form(cls, value: str | None) -> str | None:
+        """A malformed deadline is refused with the config, before the run writes anything."""
+        if value is not None and value.strip() != OFF:
+            try:
+                parse_deadline(value, 0.0)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("limit", mode="after")
     @classmethod

@@ -52,7 +52,7 @@ def parse_deadline(text: str, now: float) -> float:
     try:
         return datetime.fromisoformat(text.strip()).timestamp()
     except ValueError:
-        raise ConfigError(f"+deadline={text!r} is neither a time (2026-12-07T18:00:00) nor a duration (90m, 1h30m, "
+        raise ConfigError(f"{text!r} is neither a time (2026-12-07T18:00:00) nor a duration (90m, 1h30m, "
                           f"3600s); '{OFF}' turns the Slurm job's end time off too") from None
 
 

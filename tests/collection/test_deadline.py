@@ -29,10 +29,18 @@ def test_deadline_forms() -> None:
     assert parse_deadline("1h30m", now) == now + 5400
     assert parse_deadline("3600s", now) == parse_deadline("3600", now) == now + 3600
     assert parse_deadline("2026-12-07T18:00:00+00:00", now) == datetime(2026, 12, 7, 18, tzinfo=timezone.utc).timestamp()
-    with pytest.raises(ConfigError, match=r"\+deadline='tomorrow' is neither a time .* nor a duration"):
+    with pytest.raises(ConfigError, match=r"^'tomorrow' is neither a time .* nor a duration"):
         parse_deadline("tomorrow", now)
     assert find_deadline("off", 0) is None
     assert find_deadline("10m", 30, now) == Deadline(now + 600 - 30, "+deadline=10m")
+
+
+def test_a_malformed_deadline_is_refused_before_anything_is_written(collection_stack: CollectionStack,
+                                                                    tmp_path: Path) -> None:
+    refused = _collect(collection_stack, tmp_path, "agent_a", "+deadline=tomorrow")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "+deadline 'tomorrow' is neither a time (2026-12-07T18:00:00) nor a duration" in refused.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # no output, sidecar or manifest
 
 
 def test_the_margin_is_the_recent_p95_and_a_quarter() -> None:
