@@ -54,12 +54,16 @@ class Journals:
 
     def __init__(self) -> None:
         self._open: dict[str, _Journal] = {}
-        self._failed: set[str] = set()  # journals this process could not use: logged once each
+        # Per journal this process could not use, the run it failed for: not tried again on each of that run's calls,
+        # and logged once per journal.
+        self._failed: dict[str, str] = {}
 
     def _journal(self, tag: ReplayTag) -> _Journal | None:
         journal = self._open.get(tag.journal)
         if journal is not None and journal.run_id == tag.run_id:
             return journal
+        if self._failed.get(tag.journal) == tag.run_id:
+            return None
         if journal is not None:  # a new run: the file may have been compacted, and earlier runs are now more
             journal.close()
             del self._open[tag.journal]
@@ -67,9 +71,9 @@ class Journals:
             journal = self._open[tag.journal] = _Journal(tag.journal, tag.run_id)
         except OSError as exc:
             if tag.journal not in self._failed:
-                self._failed.add(tag.journal)
                 logger.warning("cannot use the replay journal %s (%s): calls are answered without it",
                                tag.journal, exc.strerror)
+            self._failed[tag.journal] = tag.run_id
             return None
         return journal
 

@@ -96,3 +96,10 @@ def test_a_journal_out_of_reach_costs_the_call_nothing(tmp_path: Path, caplog: p
             assert _ask(journals, tagged({"input": "q"}, tag), billed)["output"]
     assert len(billed) == 3 and billed[0] == {"input": "q"}
     assert sum("cannot use the replay journal" in r.message for r in caplog.records) == 1
+    # Not tried again on each call of that run, even once the folder is there; the next run uses it.
+    (tmp_path / "missing").mkdir()
+    _ask(journals, tagged({"input": "q"}, tag), billed)
+    assert not Path(tag.journal).exists()
+    _ask(journals, tagged({"input": "q"}, ReplayTag((0, 0), "run-b", tag.journal)), billed)
+    assert len(list(read_journal(Path(tag.journal)))) == 1
+    journals.close()
