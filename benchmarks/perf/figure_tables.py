@@ -755,13 +755,12 @@ def long_runs(r: Report) -> str:
                 f"rollouts/s **{rh['default_vs_fixed_256_rate']:.3f}** (default "
                 f"{', '.join(_rate(x['rollouts_per_s']) for x in level['default'])}; fixed "
                 f"{', '.join(_rate(x['rollouts_per_s']) for x in level['fixed_256'])})."]
-    if "exactly_once" in r:
-        once, ro = r["exactly_once"], r["ratios"]["exactly_once"]
-        out += ["", f"Exactly once with replay on: {_n(once['rows'])} rows against the instant stub at 256 in flight, "
-                    f"the collector killed {len(once['kills_at_rollouts'])} times (at "
-                    f"{', '.join(_n(k) for k in once['kills_at_rollouts'])} rollouts in the output) and resumed: "
-                    f"**{ro['lost']} lost, {ro['duplicated']} duplicated, {ro['torn_lines']} torn lines**, "
-                    f"{_n(ro['journal_left_bytes'])} bytes of journal left ({once['elapsed_s']:g} s in all)."]
+    once, ro = r["exactly_once"], r["ratios"]["exactly_once"]
+    out += ["", f"Exactly once with replay on: {_n(once['rows'])} rows against the instant stub at 256 in flight, "
+                f"the collector killed {len(once['kills_at_rollouts'])} times (at "
+                f"{', '.join(_n(k) for k in once['kills_at_rollouts'])} rollouts in the output) and resumed: "
+                f"**{ro['lost']} lost, {ro['duplicated']} duplicated, {ro['torn_lines']} torn lines**, "
+                f"{_n(ro['journal_left_bytes'])} bytes of journal left ({once['elapsed_s']:g} s in all)."]
     return "\n".join(out)
 
 
