@@ -175,15 +175,20 @@ def test_a_generation_in_flight_when_weights_change_reports_both_versions_and_fo
         old_ids, old_lps = generated_part(backend.generate(data, greedy=True), data, 0)
         assert len(old_ids) == 96  # greedy, so always: the count runs past the cap
         before = generated_so_far(server)
-        running = pool.submit(backend.generate, data, True)
-        while generated_so_far(server) < before + 4:  # the request is generating on the old weights
-            time.sleep(0.05)
-        # Freeze the engine, so the request cannot run to its end whatever the machine's speed, and let it go only
-        # once the pause (what update_weights does first) waits unread at its door: it reads that before its next
-        # step. Then drop the request's keys and values while it is frozen: it must recompute them on resume, the
-        # path `recompute_kv_cache_after_weight_updates` takes.
+        # Let the engine run only in short slices, and read its count only while it is frozen: the count lags what
+        # the engine did (the API server relays it), so a request watched while running can reach its end before
+        # the count shows its first tokens. In slices, it runs past its fourth token by a slice or two at most.
         engine.suspend()
         try:
+            running = pool.submit(backend.generate, data, True)
+            while generated_so_far(server) < before + 4 and not running.done():
+                engine.resume()
+                time.sleep(0.005)
+                engine.suspend()
+            # Still frozen, so the request cannot run to its end whatever the machine's speed: let it go only once
+            # the pause (what update_weights does first) waits unread at its door: it reads that before its next
+            # step. Then drop the request's keys and values while it is frozen: it must recompute them on resume,
+            # the path `recompute_kv_cache_after_weight_updates` takes.
             assert generated_so_far(server) < before + 90
             unread = queued_input_bytes(engine)  # not zero: ZMQ's own wake-ups wait there too
             pausing = pool.submit(httpx.post, f"{root(server)}/pause", params={"mode": "keep"}, trust_env=False,
