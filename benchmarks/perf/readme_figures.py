@@ -9,13 +9,20 @@ requests/s, tokens/s) written by hand outside a block, and a factor ("2.28x") or
 written by hand in a paragraph that neither cites a results file holding that number (`benchmarks/results/...json`,
 to the figure's precision; a time also as seconds) nor is marked `<!-- context -->` (a setting, a fault's definition,
 a one-off measurement said to be one).
+
+The docstrings and comments of the Python code (`nemo_gym/`, `examples/`, `benchmarks/`, tests aside) are held to the
+same rule for factors and times in milliseconds, paragraph by paragraph; one that is not a measurement (a setting, a
+goal, a format's example) is listed in `CODE_CONTEXT` with the reason.
 """
 
 import argparse
+import ast
 import functools
 import json
 import re
 import sys
+import tokenize
+from io import StringIO
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -33,6 +40,21 @@ HAND_TIME = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?(ms|µs)\b")
 RESULTS_CITED = re.compile(r"benchmarks/results/[\w/.-]+?\.json")
 CONTEXT = "<!-- context -->"
 _TIME_TO_S = {"ms": 1e-3, "µs": 1e-6}
+CODE_FOLDERS = ("nemo_gym", "examples", "benchmarks")
+# (file, figure as written): why a figure in a docstring or comment is not a measurement a results file must hold.
+CODE_CONTEXT = {
+    ("nemo_gym/config/model_servers.py", "3x"): "a setting: how far past its peers' share of failures ejects",
+    ("nemo_gym/experience/collector/config.py", "2 x"): "a default's formula",
+    ("nemo_gym/responses_api_models/endpoint_calls.py", "20ms"): "an example of a 429's wait as OpenAI writes it",
+    ("nemo_gym/server/gc_pace.py", "0.40 ms"): "a one-off measurement, said to be one in docs/performance.md",
+    ("nemo_gym/server/gc_pace.py", "0.05 ms"): "a one-off measurement, said to be one in docs/performance.md",
+    ("benchmarks/perf/async_collector.py", "50 ms"): "a benchmark's polling interval",
+    ("benchmarks/perf/grpo_async_vs_sync.py", "1.6x"): "a benchmark's goal",
+    ("benchmarks/perf/experience.py", "1.5x"): "a benchmark's goal",
+    ("benchmarks/perf/fleet.py", "2x"): "a benchmark's setting: the slow replica's factor",
+    ("benchmarks/fleet/workload.py", "1.65x"): "arithmetic of a setting: a lognormal's mean over its median",
+    ("benchmarks/fleet/profile.py", "18.4 ms"): "a cross-check of a published profile, not our measurement",
+}
 
 
 def pages(root: Path = REPO_ROOT) -> list[Path]:
@@ -78,16 +100,55 @@ def problems(root: Path = REPO_ROOT) -> list[str]:
             for rate in HAND_RATE.finditer(outside):
                 found.append(f"{rel}: '{rate.group(0)}' is written by hand; quote it through a figure block")
             blanked = FENCE.sub(_blank, BLOCK.sub(_blank, text))  # the same lines, without blocks and code
-            found += [f"{rel}:{problem}" for problem in _unbacked_figures(blanked)]
+            found += [f"{rel}:{line}: {_refusal(figure)}mark the paragraph {CONTEXT}"
+                      for line, figure in _unbacked_figures(blanked)]
+    return found + _code_problems(root)
+
+
+def _refusal(figure: str) -> str:
+    return (f"'{figure}' is written by hand and no results file its paragraph cites holds it: quote it through a "
+            "figure block, cite the file, or ")
+
+
+def _code_problems(root: Path) -> list[str]:
+    found, listed = [], set()
+    for folder in CODE_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if "tests" in path.relative_to(root).parts:
+                continue
+            for line, figure in _unbacked_figures(_prose_of(path.read_text())):
+                if (rel, figure) in CODE_CONTEXT:
+                    listed.add((rel, figure))
+                else:
+                    found.append(f"{rel}:{line}: {_refusal(figure)}list it in readme_figures.CODE_CONTEXT with why")
+    # An entry that no longer matches would excuse the next figure written there unseen.
+    found += [f"{rel}: readme_figures.CODE_CONTEXT lists '{figure}', which it no longer has"
+              for rel, figure in CODE_CONTEXT if (rel, figure) not in listed and (root / rel).exists()]
     return found
+
+
+def _prose_of(source: str) -> str:
+    """`source`'s docstrings (every statement that is a string alone) and comments, each at its own lines; every
+    other line blank, so that code between two comments parts their paragraphs."""
+    lines = source.splitlines()
+    kept = [""] * len(lines)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            for index in range(node.lineno - 1, node.end_lineno or node.lineno):
+                kept[index] = lines[index]
+    for token in tokenize.generate_tokens(StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            kept[token.start[0] - 1] = token.string
+    return "\n".join(kept)
 
 
 def _blank(match: re.Match) -> str:
     return "\n" * match.group(0).count("\n")
 
 
-def _unbacked_figures(text: str) -> Iterator[str]:
-    """'LINE: problem' for each factor and time in milliseconds of `text` (a page, its blocks blanked) that no
+def _unbacked_figures(text: str) -> Iterator[tuple[int, str]]:
+    """(line, figure) for each factor and time in milliseconds of `text` (a page, its blocks blanked) that no
     results file its paragraph cites holds, in paragraphs not marked as context."""
     for paragraph in re.finditer(r"(?:[^\n]*\S[^\n]*(?:\n|$))+", text):
         if CONTEXT in paragraph.group(0):
@@ -100,9 +161,7 @@ def _unbacked_figures(text: str) -> Iterator[str]:
         for figure, to_s in figures:
             shown = figure.group(1)
             if not any(_rounds_to(n, shown) or (to_s != 1.0 and _rounds_to(n / to_s, shown)) for n in numbers):
-                line = text[:paragraph.start() + figure.start()].count("\n") + 1
-                yield (f"{line}: '{figure.group(0)}' is written by hand and no results file its paragraph cites holds "
-                       f"it: quote it through a figure block, cite the file, or mark the paragraph {CONTEXT}")
+                yield text[:paragraph.start() + figure.start()].count("\n") + 1, figure.group(0)
 
 
 @functools.cache

@@ -3,7 +3,8 @@
 Built from the merged global config (top-level `+key=value` overrides) as typed settings (nemo_gym.config.typed),
 so a bad value fails before any server is called, naming the field, what it should be and where it was set.
 Field names and meanings follow NeMo Gym's; where a value means something there (`limit: 0`,
-`num_samples_in_parallel: null`), it means the same here.
+`num_samples_in_parallel: null`), it means the same here. The asynchronous collector's settings are the other tree
+(`experience/collector/config.py`, which says why the two stay apart).
 """
 
 import os

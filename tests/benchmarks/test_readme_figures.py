@@ -75,3 +75,24 @@ def test_the_runner_lists_every_benchmark_and_each_is_a_module() -> None:
     assert [line.split()[0] for line in listed if line] == list(BENCHMARKS)
     for name in BENCHMARKS:
         assert (REPO_ROOT / "benchmarks" / "perf" / f"{name}.py").exists(), name
+
+
+def test_a_figure_in_a_docstring_or_comment_needs_its_results_file_or_a_listed_reason(tmp_path: Path) -> None:
+    root = _copy_pages(tmp_path)
+    before = problems(root)
+    module = root / "nemo_gym" / "planted.py"
+    module.parent.mkdir()
+    held = load("chaos")["faults"][0]["throughput_vs_healthy"]
+    module.write_text(f'"""Replay makes a run 9.87x cheaper.\n\nA sick replica costs {held:.3f}x the healthy fleet\n'
+                      '(benchmarks/results/chaos.json)."""\n\nTIMEOUT_S = 1.0  # a call takes 12.5 ms\n'
+                      'HEX = 0x1F  # neither 0x1F nor an http_5xx is a factor\n')
+    # A listed figure that is gone from its file is named too: the entry would excuse the next one written there.
+    listed = root / "nemo_gym" / "config" / "model_servers.py"
+    listed.parent.mkdir()
+    listed.write_text((REPO_ROOT / "nemo_gym/config/model_servers.py").read_text().replace("3x", "three times"))
+    refused = "is written by hand and no results file its paragraph cites holds it: quote it through a figure " \
+              "block, cite the file, or list it in readme_figures.CODE_CONTEXT with why"
+    assert sorted(set(problems(root)) - set(before)) == [
+        "nemo_gym/config/model_servers.py: readme_figures.CODE_CONTEXT lists '3x', which it no longer has",
+        f"nemo_gym/planted.py:1: '9.87x' {refused}",
+        f"nemo_gym/planted.py:6: '12.5 ms' {refused}"]

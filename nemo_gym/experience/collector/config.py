@@ -6,6 +6,11 @@ checked (strict types: no "yes" for true, no 2.5 for an integer) and every defau
 `CollectorConfigError` (the package's `ConfigError`) naming its dotted key, e.g. `grpo.async_grpo.group_timeout_s
 must be positive, got -1`. Keys the collector does not read (the rest of NeMo RL's config) are left alone; one a
 typo away from a key of `grpo.async_grpo` is refused, since it would otherwise be ignored.
+
+This is one of two trees of settings, beside `rollout_collection/config.py` (the `ng_*` commands'), and the two must
+stay apart: this one reads NeMo RL's master config under NeMo RL's key names, that one a Hydra command line under
+ours, and no key is in both. What they share is defined once, in `nemo_gym/config/typed.py`: the strict base,
+`build` and the unknown-key check.
 """
 
 from typing import Annotated, Any, Mapping, Optional

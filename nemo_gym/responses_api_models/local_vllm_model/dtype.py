@@ -1,5 +1,6 @@
-"""The dtype vLLM runs in when none is given: vLLM's CPU build is about 5x slower in bfloat16 than in float32 on a CPU
-without native bf16 (measured on an AVX2-only AMD EPYC with SmolLM2-135M), so bfloat16 only where it pays.
+"""The dtype vLLM runs in when none is given: on a CPU without native bf16, vLLM's CPU build emulates bfloat16
+arithmetic and is slower in it than in float32 (observed on an AVX2-only AMD EPYC, not measured here), so bfloat16
+only where it pays.
 
 This default is for collection, where speed is what counts. A trainer that needs the generator's log-probs to match
 its own names the dtype instead (float32 on both sides is the only exact pairing: bf16 kernels differ between vLLM
