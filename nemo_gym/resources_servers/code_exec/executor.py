@@ -26,6 +26,7 @@ from nemo_gym.resources_servers.code_exec.outcomes import (
     FAILED, MEMORY, PASSED, SANDBOX_DENIED, ExecutionResult, ProcessEnd, classify,
 )
 from nemo_gym.resources_servers.code_exec.seccomp import namespace_filter
+from nemo_gym.server.process_group import signal_group
 
 LAUNCHER_SOURCE = Path(launcher.__file__).read_text()
 OUTPUT_TAIL_BYTES = 4096
@@ -45,17 +46,10 @@ class SandboxLimits:
     max_output_bytes: int = 1 << 20
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _kill(proc: asyncio.subprocess.Process) -> None:
     """Kill the process's group while its leader is unreaped: until then no other group can have taken its id."""
     if proc.returncode is None:
-        _kill_group(proc.pid)
+        signal_group(proc.pid, signal.SIGKILL)
 
 
 def _memfd(data: bytes) -> int:
@@ -181,7 +175,7 @@ class Executor:
             if not self.sandboxed:
                 # Children that outlived the program (a sandbox's pid namespace ends them itself). Pids are handed
                 # out in a cycle, so the just-freed group id is not someone else's yet.
-                _kill_group(proc.pid)
+                signal_group(proc.pid, signal.SIGKILL)
             await asyncio.wait({output, status_bytes}, timeout=DRAIN_GRACE_S)
         finally:
             _kill(proc)  # cancelled while the program still runs

@@ -18,6 +18,7 @@ import pytest
 
 import nemo_gym.errors as nemo_gym_errors
 import nemo_gym.resources_servers.code_exec as code_exec
+import nemo_gym.server.process_group as process_group
 
 MODULES = ("__init__.py", "bwrap.py", "executor.py", "launcher.py", "outcomes.py", "seccomp.py")
 NOBODY = 65534
@@ -61,13 +62,17 @@ def _system_python() -> str:
 
 @pytest.fixture
 def readable_copy() -> Iterator[Path]:
-    """The executor's modules (without the server, which needs the virtual environment) and bwrap, world-readable."""
+    """The executor's modules and the process-group helper (without the server, which needs the virtual
+    environment) and bwrap, world-readable."""
     root = Path(tempfile.mkdtemp(prefix="nemo_gym_unprivileged_"))
     try:
         package = root / "nemo_gym" / "resources_servers" / "code_exec"
         package.mkdir(parents=True)
-        for init in (root / "nemo_gym" / "__init__.py", root / "nemo_gym" / "resources_servers" / "__init__.py"):
+        (root / "nemo_gym" / "server").mkdir()
+        for init in (root / "nemo_gym" / "__init__.py", root / "nemo_gym" / "resources_servers" / "__init__.py",
+                     root / "nemo_gym" / "server" / "__init__.py"):
             init.write_text("")
+        shutil.copy(Path(process_group.__file__), root / "nemo_gym" / "server" / "process_group.py")
         for module in MODULES:
             shutil.copy(Path(code_exec.__file__).parent / module, package / module)
         shutil.copy(Path(nemo_gym_errors.__file__), root / "nemo_gym" / "errors.py")  # bwrap.py's ConfigError
