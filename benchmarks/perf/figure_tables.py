@@ -751,10 +751,10 @@ def long_runs(r: Report) -> str:
                 f"({'within' if rb['extra_calls_replay_on_within_bound'] else '**beyond**'} it). On the hot path "
                 f"(instant stub, {_n(h['rows'])} rows, 256 in flight, {len(journal['replay_on'])} alternating rounds, "
                 f"medians): CPU per rollout with the journal vs without **{rh['journal_cpu_per_rollout_on_vs_off']:.3f}**"
-                f", rollouts/s **{rh['journal_rate_on_vs_off']:.3f}**; the default concurrency vs fixed 256, "
-                f"rollouts/s **{rh['default_vs_fixed_256_rate']:.3f}** (default "
-                f"{', '.join(_rate(x['rollouts_per_s']) for x in level['default'])}; fixed "
-                f"{', '.join(_rate(x['rollouts_per_s']) for x in level['fixed_256'])})."]
+                f", rollouts/s **{rh['journal_rate_on_vs_off']:.3f}**; the default concurrency vs the best fixed level "
+                f"({rh['best_fixed'].replace('_', ' ')}), rollouts/s **{rh['default_vs_best_fixed_rate']:.3f}** ("
+                + "; ".join(f"{name.replace('_', ' ')} {', '.join(_rate(x['rollouts_per_s']) for x in runs)}"
+                            for name, runs in level.items()) + ")."]
     once, ro = r["exactly_once"], r["ratios"]["exactly_once"]
     out += ["", f"Exactly once with replay on: {_n(once['rows'])} rows against the instant stub at 256 in flight, "
                 f"the collector killed {len(once['kills_at_rollouts'])} times (at "

@@ -106,7 +106,7 @@ class SharedRolloutCollectionConfig(_WritesRun):
     adaptive_concurrency the run finds its level below this ceiling; left unset there, the ceiling is 16384."""
     adaptive_concurrency: bool = True
     """Find the level while the run goes: in front of vLLM, from the capacity it reports, following its queue
-    (rollout_collection/engine_level.py); elsewhere from 16, raised while the throughput rises with it, held at the
+    (rollout_collection/engine_level.py); elsewhere from 64, raised while the throughput rises with it, held at the
     knee (rollout_collection/knee.py); a run of fewer than 128 rollouts starts with all of them in flight; cut by 30%
     when a rollout fails as rate_limited. False keeps exactly num_samples_in_parallel in flight."""
     materialized_jsonl_fpath: FilePath | None = None

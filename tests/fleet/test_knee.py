@@ -100,7 +100,9 @@ def test_held_it_climbs_again_when_the_fleet_grows() -> None:
 
 def test_a_429_cuts_the_level_as_aimd_does_and_holds_it() -> None:
     driver = Driver(saturating(knee=4096, rate=200.0))
-    driver.run(600.0)  # climbing, no 429 yet
+    driver.run(0.0)
+    while driver.limit.level < 256:  # climbing, no 429 yet
+        driver.queue.run_until(driver.queue.now() + 0.1)
     climbed, mode = driver.limit.level, driver.policy.mode
     assert climbed >= 256 and mode == "climb"
     driver.rate_limited_every = 1  # the endpoint now refuses: the next rollout meets a 429
@@ -122,13 +124,13 @@ def test_a_429_before_the_first_measured_round_holds_and_measures_on() -> None:
     driver = Driver(saturating(knee=1024, rate=100.0))
     driver.rate_limited_every = 10  # the tenth rollout meets a 429: the level is cut before any round was measured
     driver.run(0.0)
-    while driver.limit.level == 16:
+    while driver.limit.level == INITIAL_LEVEL:
         driver.queue.run_until(driver.queue.now() + 0.1)
-    assert driver.limit.level == int(16 * DECREASE) and not driver.policy.points
+    assert driver.limit.level == int(INITIAL_LEVEL * DECREASE) and not driver.policy.points
     driver.rate_limited_every = 0
     driver.queue.run_until(3000.0)  # eight held rounds of 128 rollouts at about one a second, then probes
     assert driver.policy.points  # the held level's rounds are measured, and it probes on from there
-    assert driver.limit.level > int(16 * DECREASE)
+    assert driver.limit.level > int(INITIAL_LEVEL * DECREASE)
 
 
 class OneByOne:

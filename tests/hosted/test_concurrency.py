@@ -18,13 +18,14 @@ def _limited(admitted: int) -> Outcome:
 
 
 def test_the_level_doubles_each_round_until_the_ceiling() -> None:
-    policy, level = Aimd(ceiling=100), INITIAL_LEVEL
+    ceiling = 3 * INITIAL_LEVEL
+    policy, level = Aimd(ceiling=ceiling), INITIAL_LEVEL
     for _ in range(level):  # one round: as many good outcomes as the level
         level = policy.next_level(level, _fine(1), admitted=1)
     assert level == 2 * INITIAL_LEVEL
-    for _ in range(200):
+    for _ in range(2 * level):
         level = policy.next_level(level, _fine(1), admitted=1)
-    assert level == 100
+    assert level == ceiling
 
 
 def test_a_429_cuts_once_per_round_then_growth_is_one_per_round() -> None:
