@@ -15,9 +15,11 @@ while the run goes, with no setting by hand. It is a `ConcurrencyPolicy` of the 
   rise in throughput, then by `STEP` (a replica's batch gets slower as it fills, so the rise flattens before the
   knee). A step pays when the throughput rose by at least `KNEE_GAIN` of what a linear rise would give; above the
   knee it is nothing or less.
-- A step that does not pay is measured for one more round (a round's throughput varies by a few percent when
-  rollout lengths vary a lot), and judged on both; if it still does not pay, the level returns to the last one
-  that did and holds there. A step whose first quarter round is already `EARLY_DROP` below that level's throughput
+- The run's first round is measured again before it counts: it ran while connections opened and caches were cold,
+  and a level judged against it looked like a gain (on the instant stub, 64 -> 128 "paid" on that alone).
+- Every step is measured for two rounds and judged on both (a round's throughput varies by a few percent when
+  rollout lengths vary a lot, and by more on a busy machine: one lucky round walked the level up a flat curve);
+  if it does not pay, the level returns to the last one that did and holds there. A step whose first quarter round is already `EARLY_DROP` below that level's throughput
   is given up at once: overshooting costs throughput while it lasts.
 - Held, every `REPROBE_ROUNDS` rounds it tries one `STEP` higher (a replica came back, the rollouts changed) and
   climbs on if that pays `PROBE_GAIN` times as much over two rounds, judged against the mean of the level's recent
@@ -82,6 +84,7 @@ class ThroughputKnee:
         self._factor = 2.0
         self._first_look: Point | None = None  # a step's first round, when it did not pay
         self._probing = False  # climbing from a held level
+        self._warmed = False
         self._held_rounds = 0
         self._changed_at = 0  # the gate's admission count when the level last changed
         self._settled = False
@@ -150,14 +153,17 @@ class ThroughputKnee:
                 return point.level
             self._held_rounds, self.mode, self._factor, self._probing = 0, "climb", STEP, True
             return self._step(point.level)
+        if best is None and not self._warmed:
+            self._warmed = True  # the run's first round: connections opening, caches cold; it is measured again
+            return point.level
         first, self._first_look = self._first_look, None
         if first is not None and first.level == point.level:
             point = Point(point.level, (first.throughput + point.throughput) / 2)
         gained = self._pays(point)
         paid = gained is not None and gained >= self.gain * (PROBE_GAIN if self._probing else 1.0)
         holding_up = best is not None and point.throughput >= (1 - EARLY_DROP) * best.throughput
-        if first is None and holding_up and (self._probing or not paid):
-            self._first_look = point  # look once more before judging
+        if first is None and holding_up:
+            self._first_look = point  # a step is judged on two rounds: one round's noise neither makes nor breaks it
             return point.level
         if not paid:
             self.mode, self._held_rounds, self._probing = "hold", 0, False
