@@ -194,7 +194,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--latency-s", type=float, default=0.1, help="the stub's median answer time")
     parser.add_argument("--hot-rows", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--once-rows", type=int, default=50_000)
     parser.add_argument("--once-kills", type=int, default=10)
     args = parser.parse_args()
