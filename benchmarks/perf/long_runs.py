@@ -10,8 +10,8 @@ on the hot path; and the default concurrency against the best fixed setting on a
    default) and with +replay_model_calls=false. Reported: the calls billed beyond the uninterrupted run's, against
    the bound (the calls in flight at each kill: at most one per rollout in flight) and against what a restart from
    each interrupted rollout's first turn costs (replay off).
-2. The journal on the hot path: the weather environment in front of the instant stub, 10,000 rows at 256 in flight,
-   replay on and off in alternating rounds; CPU per rollout (collector and servers) and rollouts per second.
+2. The journal on the hot path: the weather environment in front of the instant stub, 10,000 rows at a fixed 256 in
+   flight, replay on and off in alternating rounds; CPU per rollout (collector and servers) and rollouts per second.
 3. The default concurrency (adaptive, ceiling 256) against the best fixed setting (+adaptive_concurrency=false at 64
    and at 256, the setting it replaced), the same stack and rows, rounds in alternating order (the machine's
    drift falls on each variant alike); medians.
@@ -44,6 +44,7 @@ STUB = REPO_ROOT / "benchmarks" / "perf" / "hosted_api_stub.py"
 MODEL, KEY = "stub", "none"
 CALLS_PER_ROLLOUT = 2
 FIXED_LEVELS = (64, 256)  # the default's rivals: a level near the stack's knee, and the setting it replaced
+FIXED = ("+adaptive_concurrency=false",)  # the journal's rounds too: a level that moves would blur its cost
 COLLECT = [sys.executable, "-c", "from nemo_gym.cli.collect import main; main()"]
 
 
@@ -148,9 +149,9 @@ def hot_path(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         inputs = write_rows(workdir / "hot.jsonl", args.hot_rows)
         run_collector(stack, write_rows(workdir / "warm.jsonl", 500), workdir / "warm_out.jsonl", WEATHER_AGENT, 64)
         journal = _rounds(stack, workdir, inputs, args.rounds,
-                          (("replay_on", 256, ()), ("replay_off", 256, ("+replay_model_calls=false",))))
+                          (("replay_on", 256, FIXED), ("replay_off", 256, (*FIXED, "+replay_model_calls=false"))))
         level = _rounds(stack, workdir, inputs, args.rounds, (("default", 256, ()),) + tuple(
-            (f"fixed_{n}", n, ("+adaptive_concurrency=false",)) for n in FIXED_LEVELS))
+            (f"fixed_{n}", n, FIXED) for n in FIXED_LEVELS))
     best = max((f"fixed_{n}" for n in FIXED_LEVELS), key=lambda name: _median(level[name], "rollouts_per_s"))
     ratios = {
         "journal_cpu_per_rollout_on_vs_off": round(_median(journal["replay_on"], "cpu_ms_per_rollout")
