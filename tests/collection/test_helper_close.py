@@ -15,6 +15,17 @@ from tests.collection.conftest import CollectionStack
 from tests.collection.helper_util import connections_to, other_tasks, rows, stats
 
 
+_ALIVE_BEFORE: set[threading.Thread] = set()
+
+
+@pytest.fixture(autouse=True)
+def _threads_alive_before() -> None:
+    """The threads alive when a test starts are not the helper's: another suite's session fixture may hold one
+    (the reliability stack's fault proxy runs in a thread of this process)."""
+    _ALIVE_BEFORE.clear()
+    _ALIVE_BEFORE.update(threading.enumerate())
+
+
 async def _settled(stack: CollectionStack, timeout_s: float = 2.0) -> None:
     """Wait (a finalizer closes in a task) until no task of ours runs and no connection to the stack is open."""
     deadline = time.monotonic() + timeout_s
@@ -28,7 +39,7 @@ def _check_stopped(stack: CollectionStack, runs_at_stop: int) -> None:
     """Nothing of ours can send another rollout: the event loop that ran the helper is gone (run_sync returned,
     after _settled saw no task and no connection left), and no thread of ours is left that could run one. Once the
     agent has finished what it was handling, its count is the one at the stop."""
-    assert [t.name for t in threading.enumerate() if t is not threading.main_thread()] == []
+    assert [t.name for t in threading.enumerate() if t not in _ALIVE_BEFORE] == []
     deadline = time.monotonic() + 30  # against a hang only: this waits on the agent's state
     while stats(stack, "slow_agent")["in_flight"]:
         assert time.monotonic() < deadline, stats(stack, "slow_agent")
