@@ -19,8 +19,9 @@ while the run goes, with no setting by hand. It is a `ConcurrencyPolicy` of the 
   and a level judged against it looked like a gain (on the instant stub, 64 -> 128 "paid" on that alone).
 - Every step is measured for two rounds and judged on both (a round's throughput varies by a few percent when
   rollout lengths vary a lot, and by more on a busy machine: one lucky round walked the level up a flat curve);
-  if it does not pay, the level returns to the last one that did and holds there. A step whose first quarter round is already `EARLY_DROP` below that level's throughput
-  is given up at once: overshooting costs throughput while it lasts.
+  if it does not pay, the level returns to the last one that did and holds there. A step whose first quarter round
+  is already `EARLY_DROP` below that level's throughput is given up at once: overshooting costs throughput while it
+  lasts.
 - Held, every `REPROBE_ROUNDS` rounds it tries one `STEP` higher (a replica came back, the rollouts changed) and
   climbs on if that pays `PROBE_GAIN` times as much over two rounds, judged against the mean of the level's recent
   rounds (beyond the knee the throughput is flat, and a lucky round must not walk the level up). A held round far
@@ -84,7 +85,6 @@ class ThroughputKnee:
         self._factor = 2.0
         self._first_look: Point | None = None  # a step's first round, when it did not pay
         self._probing = False  # climbing from a held level
-        self._warmed = False
         self._held_rounds = 0
         self._changed_at = 0  # the gate's admission count when the level last changed
         self._settled = False
@@ -153,9 +153,8 @@ class ThroughputKnee:
                 return point.level
             self._held_rounds, self.mode, self._factor, self._probing = 0, "climb", STEP, True
             return self._step(point.level)
-        if best is None and not self._warmed:
-            self._warmed = True  # the run's first round: connections opening, caches cold; it is measured again
-            return point.level
+        if best is None and len(self.points) == 1:  # the run's first round: connections opening, caches cold
+            return point.level  # measured again
         first, self._first_look = self._first_look, None
         if first is not None and first.level == point.level:
             point = Point(point.level, (first.throughput + point.throughput) / 2)

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.fleet.events import EventQueue
 from benchmarks.fleet.inprocess import admit_now
 from nemo_gym.rollout_collection.concurrency import DECREASE, INITIAL_LEVEL, AdaptiveLimit, Outcome
-from nemo_gym.rollout_collection.knee import MIN_WINDOW, REPROBE_ROUNDS, STEP, ThroughputKnee, first_level
+from nemo_gym.rollout_collection.knee import MIN_WINDOW, REPROBE_ROUNDS, STEP, Point, ThroughputKnee, first_level
 
 Curve = Callable[[int], float]  # rollouts in flight -> rollouts/s the fleet finishes
 
@@ -179,3 +179,44 @@ def test_a_run_too_short_to_measure_a_round_starts_with_all_its_rollouts_in_flig
     assert first_level(MIN_WINDOW - 1, ceiling=16384) == MIN_WINDOW - 1
     assert first_level(MIN_WINDOW, ceiling=16384) == INITIAL_LEVEL
     assert first_level(10_000, ceiling=4) == 4
+
+
+def flat_but(level: int, finishes: int, rate: float) -> Curve:
+    """A fleet that finishes 100 rollouts/s at any level, but its first `finishes` at `level` at `rate`."""
+    seen = 0
+
+    def curve(at: int) -> float:
+        nonlocal seen
+        if at != level:
+            return 100.0
+        seen += 1
+        return rate if seen <= finishes else 100.0
+
+    return curve
+
+
+FIRST_ROUND = MIN_WINDOW // 2 + 1 + MIN_WINDOW  # finishes until a level's first round is measured: settling, then it
+
+
+def _held_level(fleet: OneByOne) -> int:
+    for _ in range(100 * MIN_WINDOW):
+        fleet.finish()
+        if fleet.policy.mode == "hold":
+            return fleet.level
+    raise AssertionError(f"never held: at {fleet.level}, {fleet.policy.points}")
+
+
+def test_the_runs_first_round_is_measured_again_before_a_step_is_judged_against_it() -> None:
+    """The first round runs at half speed (connections opening): judged against it, doubling on a flat fleet would
+    look like a gain. Measured again, the doubling does not pay and the level holds where it started."""
+    fleet = OneByOne(flat_but(16, FIRST_ROUND, 50.0))
+    assert _held_level(fleet) == 16
+    assert fleet.policy.points[0] == Point(16, pytest.approx(50.0)) and fleet.policy.best.level == 16
+
+
+def test_a_step_is_judged_on_two_rounds_so_one_lucky_round_does_not_take_it() -> None:
+    """On a flat fleet the first round at 32 is 15% faster by luck (a linear rise would be 100%, the knee asks 10%
+    of it): the second round is not, and the step is judged on both."""
+    fleet = OneByOne(flat_but(32, FIRST_ROUND, 115.0))
+    assert _held_level(fleet) == 16
+    assert [p.level for p in fleet.policy.points][-2:] == [32, 32]
