@@ -749,7 +749,8 @@ def long_runs(r: Report) -> str:
     journal, level = h["journal_rounds"], h["level_rounds"]
     out += ["", f"Bound for replay on: the calls in flight at the kills, {rb['extra_call_bound_calls_in_flight_at_kills']} "
                 f"({'within' if rb['extra_calls_replay_on_within_bound'] else '**beyond**'} it). On the hot path "
-                f"(instant stub, {_n(h['rows'])} rows, a fixed 256 in flight, {len(journal['replay_on'])} alternating rounds, "
+                f"(instant stub, {_n(h['rows'])} rows, a fixed 256 in flight, {len(journal['replay_on'])} alternating "
+                f"rounds, "
                 f"medians): CPU per rollout with the journal vs without **{rh['journal_cpu_per_rollout_on_vs_off']:.3f}**"
                 f", rollouts/s **{rh['journal_rate_on_vs_off']:.3f}**; the default concurrency vs the best fixed level "
                 f"({rh['best_fixed'].replace('_', ' ')}), rollouts/s **{rh['default_vs_best_fixed_rate']:.3f}** ("

@@ -52,13 +52,6 @@ def _billed(url: str) -> int:
     return httpx.get(f"{url.removesuffix('/v1')}/stats", timeout=10, trust_env=False).json()["completed"]
 
 
-def _lines(path: Path) -> int:
-    try:
-        return path.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
-
-
 def _collect_with_kills(workdir: Path, head_url: str, inputs: Path, output: Path, rows: int, in_flight: int,
                         kills: int, replay: bool) -> dict[str, Any]:
     """Collect `inputs`, killing the collector `kills` times (the k-th once the output holds k/(kills+1) of the
@@ -82,7 +75,7 @@ def _collect_with_kills(workdir: Path, head_url: str, inputs: Path, output: Path
                         raise BenchmarkFailed(f"the collector ended before kill {run + 1}: see {log.name}")
                     popen.send_signal(signal.SIGKILL)
                     popen.wait()
-                    killed_at.append(_lines(output))
+                    killed_at.append(count())
                     count = LineCount(output)  # the resume may drop a torn last line: count afresh
                 popen.wait(timeout=1800)
             finally:
@@ -92,8 +85,8 @@ def _collect_with_kills(workdir: Path, head_url: str, inputs: Path, output: Path
         if run == kills and popen.returncode != 0:
             raise BenchmarkFailed(f"the last resume exited {popen.returncode}: see {log.name}")
         time.sleep(0.5)  # the orphaned rollouts of a kill finish in their agents (their calls are billed)
-    if _lines(output) != rows:
-        raise BenchmarkFailed(f"{_lines(output)} rollouts in the output, not {rows}")
+    if (written := LineCount(output)()) != rows:
+        raise BenchmarkFailed(f"{written} rollouts in the output, not {rows}")
     return {"kills_at_rollouts": killed_at, "runs": kills + 1}
 
 
