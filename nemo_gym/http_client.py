@@ -46,6 +46,8 @@ from nemo_gym.sync_bridge import run_sync
 from nemo_gym.traces import switch as traces
 
 JSON_HEADERS = {"content-type": "application/json"}
+# A server in this process that answers a request as its HTTP route would: (request body, headers) -> status, body.
+InProcess = Callable[[bytes, dict[str, str]], Awaitable[tuple[int, bytes]]]
 _BEARER = "Bearer "
 
 
@@ -69,6 +71,22 @@ def _error_body(content: bytes) -> Any:
         return orjson.loads(content)
     except orjson.JSONDecodeError:
         return content[:500].decode(errors="replace")
+
+
+def json_reply(status: int, raw: bytes, url: str, headers: dict[str, str] | None = None) -> Any:
+    """The decoded JSON reply `raw` of status `status` from `url`; `RequestFailed` for an HTTP error (carrying the
+    reply's Retry-After `headers`) or a body that is not JSON."""
+    if status >= 400:
+        kind = FailureClass.HTTP_5XX if status >= 500 else FailureClass.HTTP_4XX
+        body = _error_body(raw)
+        raise RequestFailed(kind, f"HTTP {status} from {url}: {str(body)[:300]}", url=url, status=status, body=body,
+                            headers=headers or {})
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise RequestFailed(
+            FailureClass.INVALID_RESPONSE, f"invalid JSON from {url} ({len(raw)} bytes)", url=url, status=status
+        ) from None
 
 
 def _transport_failure(exc: WireError, url: str) -> RequestFailed:
@@ -152,9 +170,14 @@ class HttpClient:
         headers: dict[str, str] | None = None,
         timeout_s: float | None = None,
         retry: RetryPolicy | None = None,
+        in_process: InProcess | None = None,
     ) -> Any:
-        """Send `body` as JSON and return the decoded JSON reply, retrying per `retry`."""
+        """Send `body` as JSON and return the decoded JSON reply, retrying per `retry`. With `in_process`, the
+        server at `url` runs in this process and answers through it, without HTTP: the same reply and failures."""
         content = orjson.dumps(body) if body is not None else None
+        if in_process is not None:
+            answer = in_process
+            return await self._with_retries(retry, lambda: self._in_process(answer, url, content, headers, timeout_s))
         return await self._with_retries(retry, lambda: self._once(method, url, content, headers, timeout_s))
 
     async def post_json_stream(
@@ -200,19 +223,17 @@ class HttpClient:
         kept: dict[str, str] = {}
         status, raw = await self.request_raw(method, url, content, headers={**JSON_HEADERS, **headers} if headers
                                              else JSON_HEADERS, timeout_s=timeout_s, reply_headers=kept)
-        if status >= 400:
-            kind = FailureClass.HTTP_5XX if status >= 500 else FailureClass.HTTP_4XX
-            body_out = _error_body(raw)
-            raise RequestFailed(
-                kind, f"HTTP {status} from {url}: {str(body_out)[:300]}", url=url, status=status, body=body_out,
-                headers=kept,
-            )
+        return json_reply(status, raw, url, kept)
+
+    async def _in_process(self, answer: InProcess, url: str, content: bytes | None, headers: dict[str, str] | None,
+                          timeout_s: float | None) -> Any:
+        deadline_s = timeout_s or self._read_timeout_s
         try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise RequestFailed(
-                FailureClass.INVALID_RESPONSE, f"invalid JSON from {url} ({len(raw)} bytes)", url=url, status=status
-            ) from None
+            async with asyncio.timeout(deadline_s):
+                status, raw = await answer(content or b"", headers or {})
+        except TimeoutError:
+            raise _transport_failure(ReplyTimeout(f"no reply within {deadline_s:g} s"), url) from None
+        return json_reply(status, raw, url)
 
 
 async def _get_once(url: str, timeout_s: float) -> tuple[int, bytes]:
@@ -236,11 +257,4 @@ def get_json_blocking(url: str, timeout_s: float = 5.0) -> Any:
     """`get_blocking` for a JSON reply: the decoded body, or `RequestFailed` for an HTTP error or a body that is
     not JSON."""
     status, raw = get_blocking(url, timeout_s)
-    if status >= 400:
-        kind = FailureClass.HTTP_5XX if status >= 500 else FailureClass.HTTP_4XX
-        raise RequestFailed(kind, f"HTTP {status} from {url}", url=url, status=status, body=_error_body(raw))
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise RequestFailed(FailureClass.INVALID_RESPONSE, f"invalid JSON from {url} ({len(raw)} bytes)", url=url,
-                            status=status) from None
+    return json_reply(status, raw, url)

@@ -25,6 +25,8 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
                   "10k vs 200k rows and 10k vs 1M rows, resume scan", False),
     "agent_workers": ("full stack on an instant model: the agent and the model server with 2 (or more) worker "
                       "processes vs 1, rollouts/s and CPU-ms per rollout of each server", False),
+    "colocated": ("full stack on an instant model: ng_run's servers in one process (+colocate_servers=true) vs one "
+                  "process each, rollouts/s, CPU-ms per rollout, stack vs a bare client", False),
     "cpu_profile": ("full stack on an instant model at 64/256/1024 in flight: CPU-ms per rollout of each process "
                     "and, with py-spy, by library", False),
     "viewer": ("ng_view on 10k and 1M rows: time to the first page on first open and reopen, peak RSS", False),

@@ -81,6 +81,11 @@ def glance(_: Report) -> str:
                         f"{_rate(ours['rollouts_per_s'])} vs {_rate(theirs['rollouts_per_s'])} rollouts/s; collector "
                         f"{ours['peak_rss_mb']} vs {theirs['peak_rss_mb']} MB | "
                         f"{ref['machine']['load_average_at_start']} |")
+            if colocated := run.get("ours_colocated"):
+                rows.append(f"| the same, nemo_gym's servers in one process (`+colocate_servers=true`) | "
+                            f"**{colocated['rollouts_per_s'] / theirs['rollouts_per_s']:.1f}x** rollouts/s | "
+                            f"{_rate(colocated['rollouts_per_s'])} vs {_rate(theirs['rollouts_per_s'])} rollouts/s | "
+                            f"{ref['machine']['load_average_at_start']} |")
     sat = load("saturation")
     if sat["status"] == "ok":
         rows.append(f"| full stack vs a direct client on real vLLM | **{sat['ratios']['stack_vs_direct_client']:.2f}** "
@@ -254,6 +259,27 @@ def agent_workers(r: Report) -> str:
     return "\n".join(out)
 
 
+def colocated(r: Report) -> str:
+    if (failed := _failed(r)) is not None:
+        return failed
+    out = [f"Source: {source(r)}.", "",
+           "| servers | rows | in flight | round | rollouts/s | cpu-ms/rollout | stack / bare client, same requests "
+           "| load |", "|---|---|---|---|---|---|---|---|"]
+    for run in r["runs"]:
+        out.append(f"| {run['layout']} | {_n(run['rows'])} | {run['concurrency']} | {run['round'] + 1} | "
+                   f"{_rate(run['rollouts_per_s'])} | {run['cpu_ms_per_rollout']:.3f} | "
+                   f"{run['stack_vs_bare_same_requests']:.3f} | {run['load_average']} |")
+    out.append("")
+    for case, ratios in r["ratios"].items():
+        rows, concurrency = case.split("_rows_")
+        bare = ratios["stack_vs_bare_same_requests"]
+        out.append(f"* {_n(int(rows))} rows at {concurrency.removesuffix('_concurrent')} in flight, best round of "
+                   f"each: colocated / default **{ratios['rollouts_per_s_colocated_vs_default']:.2f}x** rollouts/s, "
+                   f"**{ratios['cpu_ms_per_rollout_colocated_vs_default']:.2f}x** CPU-ms per rollout; stack / bare "
+                   f"client {bare['default']:.2f} (default) and {bare['colocated']:.2f} (colocated).")
+    return "\n".join(out)
+
+
 def viewer(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
@@ -333,13 +359,16 @@ def nemo_gym_reference(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
     out = [f"Source: {source(r)}.", "",
-           "| rows, concurrency | nemo_gym rollouts/s | NeMo Gym 0.4.0 rollouts/s | ratio | collector peak RSS, "
-           "ours vs theirs | load |", "|---|---|---|---|---|---|"]
+           "| rows, concurrency | nemo_gym rollouts/s | NeMo Gym 0.4.0 rollouts/s | ratio | nemo_gym, servers in one "
+           "process | ratio | collector peak RSS, ours vs theirs | load |", "|---|---|---|---|---|---|---|---|"]
     for run in r["runs"]:
         ours, theirs = run["ours"], run["nemo_gym_0_4_0"]
+        colocated = run.get("ours_colocated")  # measured since colocate_servers exists
+        beside = (f"{_rate(colocated['rollouts_per_s'])} | "
+                  f"**{colocated['rollouts_per_s'] / theirs['rollouts_per_s']:.1f}x**" if colocated else "- | -")
         out.append(f"| {_n(run['rows'])}, {run['concurrency']} | {_rate(ours['rollouts_per_s'])} | "
                    f"{_rate(theirs['rollouts_per_s'])} | **{ours['rollouts_per_s'] / theirs['rollouts_per_s']:.1f}x** | "
-                   f"{ours['peak_rss_mb']} vs {theirs['peak_rss_mb']} MB | {theirs['load_average']} |")
+                   f"{beside} | {ours['peak_rss_mb']} vs {theirs['peak_rss_mb']} MB | {theirs['load_average']} |")
     return "\n".join(out)
 
 
@@ -784,6 +813,7 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "grpo_vs_trl": ("grpo_vs_trl", grpo_vs_trl),
     "grpo_off_policy": ("grpo_off_policy", grpo_off_policy),
     "agent_workers": ("agent_workers", agent_workers),
+    "colocated": ("colocated", colocated),
     "agent_workers_16_cores": ("16_cores/agent_workers", agent_workers),
     "collector_16_cores": ("16_cores/collector", collector),
     "viewer": ("viewer", viewer),

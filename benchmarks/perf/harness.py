@@ -70,7 +70,9 @@ class Stack:
                 spec = proc.environ().get(SPEC_ENV)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            out[proc.pid] = orjson.loads(spec)["name"] if spec else "ng_run"
+            served = orjson.loads(spec) if spec else None  # a list: the servers that share a process
+            out[proc.pid] = ("ng_run" if served is None else served["name"] if isinstance(served, dict)
+                             else "+".join(entry["name"] for entry in served))
         return out
 
     def cpu_s_by_server(self) -> dict[str, float]:
@@ -114,7 +116,9 @@ def weather_stack(workdir: Path, model_base_url: str | None = None, model_name: 
     config: dict[str, Any] = {}
     if model_base_url is None:
         stub_port = free_port()
-        config["stub_chat"] = {"responses_api_models": {"stub_chat": {"entrypoint": str(STUB_CHAT), "port": stub_port}}}
+        # The stub stands for a vLLM: a process of its own, as one would be.
+        config["stub_chat"] = {"responses_api_models": {"stub_chat": {"entrypoint": str(STUB_CHAT), "port": stub_port,
+                                                                      "own_process": True}}}
         model_base_url = f"http://127.0.0.1:{stub_port}/v1"
     policy = (f"+policy_base_url={model_base_url}", "+policy_api_key=none", f"+policy_model_name={model_name}")
     with ng_run(workdir, config, (WEATHER_CONFIG, "configs/vllm_model.yaml"), (*policy, *overrides)) as s:

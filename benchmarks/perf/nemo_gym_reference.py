@@ -7,7 +7,8 @@ in front of one instant stub Chat Completions model (benchmarks/perf/stub_chat.p
 side's own `ng_collect_rollouts` runs the same rows at the same concurrency, alternating ours and theirs: 2,000 rows
 at 64 concurrent and 10,000 rows at 256. Rate = rows / wall time of the whole collection command, measured the same
 way on both sides (NeMo Gym also post-processes after its last rollout; that is part of its command); peak RSS =
-the collector process's VmHWM. Ratio: ours / NeMo Gym. NeMo Gym's ng_run gets a free head port (never 11000) and a
+the collector process's VmHWM. Ours runs twice per case, as ng_run starts it by default and with its servers in one
+process (`+colocate_servers=true`, a second stack). Ratios: ours / NeMo Gym, each way. NeMo Gym's ng_run gets a free head port (never 11000) and a
 Ray of its own (private RAY_TMPDIR, no RAY_ADDRESS), and everything it started is stopped (benchmarks.perf.lifecycle).
 Writes benchmarks/results/nemo_gym_reference.json.
 """
@@ -138,17 +139,23 @@ def main() -> None:
             tempfile.TemporaryDirectory(prefix="ngref_", dir="/tmp") as tmp:  # short: Ray's socket paths
         work = Path(tmp)
         runs = []
-        with weather_stack(work / "ours") as stack, reference_stack(work / "ref", stack.model_base_url) as port:
+        with weather_stack(work / "ours") as stack, reference_stack(work / "ref", stack.model_base_url) as port, \
+                weather_stack(work / "colocated", overrides=("+colocate_servers=true",)) as colocated_stack:
             for rows, concurrency in cases:
                 inputs = write_rows(work / f"rows_{rows}.jsonl", rows)
                 ours = ours_collect(stack, inputs, work / f"ours_{rows}.jsonl", concurrency)
                 print(f"ours, {rows} rows, {concurrency} concurrent: {ours}", flush=True)
+                colocated = ours_collect(colocated_stack, inputs, work / f"colocated_{rows}.jsonl", concurrency)
+                print(f"ours colocated, {rows} rows, {concurrency} concurrent: {colocated}", flush=True)
                 theirs = reference_collect(work / "ref", port, inputs, work / f"ref_{rows}.jsonl", concurrency)
                 print(f"NeMo Gym 0.4.0, {rows} rows, {concurrency} concurrent: {theirs}", flush=True)
-                runs.append({"rows": rows, "concurrency": concurrency, "ours": ours, "nemo_gym_0_4_0": theirs})
+                runs.append({"rows": rows, "concurrency": concurrency, "ours": ours, "ours_colocated": colocated,
+                             "nemo_gym_0_4_0": theirs})
         ratios = {f"{run['rows']}_rows_{run['concurrency']}_concurrent": {
             "rollouts_per_s_ours_vs_nemo_gym": round(run["ours"]["rollouts_per_s"]
                                                      / run["nemo_gym_0_4_0"]["rollouts_per_s"], 2),
+            "rollouts_per_s_ours_colocated_vs_nemo_gym": round(run["ours_colocated"]["rollouts_per_s"]
+                                                               / run["nemo_gym_0_4_0"]["rollouts_per_s"], 2),
             "collector_peak_rss_nemo_gym_vs_ours": round(run["nemo_gym_0_4_0"]["peak_rss_mb"]
                                                          / run["ours"]["peak_rss_mb"], 2)} for run in runs}
         recorder.write(ratios, {"settings": {"cases": cases, "environment": "example_single_tool_call",

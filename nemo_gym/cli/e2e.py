@@ -10,7 +10,7 @@ Exit status as ng_collect_rollouts.
 """
 
 from nemo_gym.cli.common import CommandHelp, run_cli, stop_on_sigterm_like_ctrl_c, load_config
-from nemo_gym.config.global_settings import LoaderSettings
+from nemo_gym.config.global_settings import LoaderSettings, ServerProcessSettings
 from nemo_gym.config.shortcuts import ModelShortcuts
 from nemo_gym.rollout_collection import E2ERolloutCollectionConfig, e2e_collect_rollouts
 from nemo_gym.traces.start import start_for_command
@@ -27,6 +27,7 @@ def main_args(argv: list[str]) -> int:
 
 HELP = CommandHelp("ng_e2e_collect_rollouts", __doc__, [("Options", E2ERolloutCollectionConfig, ""),
                                                         ("Policy model shortcuts", ModelShortcuts, ""),
+                                                        ("Servers", ServerProcessSettings, ""),
                                                         ("Config loading", LoaderSettings, "")],
                    notes="Each server's settings: see docs/configuration.md.")
 

@@ -49,7 +49,7 @@ def main_args(argv: list[str]) -> int:
         while (dead := supervisor.exited()) is None:
             time.sleep(0.5)
         assert dead.popen is not None, "exited() finds started processes only"
-        console.error(f"server '{dead.spec.name}' exited with code {dead.popen.returncode}; log {dead.log_path}")
+        console.error(f"{dead.label} exited with code {dead.popen.returncode}; log {dead.log_path}")
         return EXIT_DOWNSTREAM
     except _Stop as stop:
         console.say(f"received {stop}, stopping servers ...")

@@ -40,6 +40,9 @@ class ServerSettings(Settings):
     """Processes serving this server's port (the kernel spreads connections over them, SO_REUSEPORT). Only for a
     server that keeps nothing between requests (the agents, vllm_model); default: half the cores this server may
     run on, at most 8, for those, and 1 for every other server."""
+    own_process: bool = False
+    """Run in a process of its own even where ng_run runs its servers together (`colocate_servers`): for a server
+    whose handlers hold the CPU long enough to delay the others'."""
 
 
 @dataclass(frozen=True)

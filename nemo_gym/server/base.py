@@ -52,39 +52,71 @@ def json_response(payload: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
 
 
+def error_body(failure_class: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"failure_class": failure_class, "message": message, **extra}}
+
+
 def error_response(status: int, failure_class: str, message: str, **extra: Any) -> Response:
-    return json_response({"error": {"failure_class": failure_class, "message": message, **extra}}, status)
+    return json_response(error_body(failure_class, message, **extra), status)
 
 
-def downstream_failed(exc: RequestFailed) -> Response:
-    """502 for a downstream call that failed, carrying the class of the deepest hop that failed
+def downstream_error_body(exc: RequestFailed) -> dict[str, Any]:
+    """The body of a 502 for a downstream call that failed, carrying the class of the deepest hop that failed
     (a dead vLLM behind the model server reads `connect` at the collector, not the model server's `http_5xx`), and
     the model endpoint's refusal where the deepest hop met one (the collector stops the run on it)."""
     refusal = refusal_of(exc)
     relayed = {REFUSAL_FIELD: refusal.to_dict()} if refusal is not None else {}
-    return error_response(502, failure_class_of(exc), exc.message, upstream_status=exc.status, **relayed)
+    return error_body(failure_class_of(exc), exc.message, upstream_status=exc.status, **relayed)
+
+
+def downstream_failed(exc: RequestFailed) -> Response:
+    return json_response(downstream_error_body(exc), 502)
+
+
+async def json_answer(path: str, handler: JsonHandler, raw: bytes, request: Request) -> tuple[int, bytes]:
+    """The status and JSON body that `handler` (the route at `path`) answers the request body `raw` with: the one
+    definition of a JSON route's answer, over HTTP (json_route) and between servers in one process
+    (server/colocated.py)."""
+    status, payload = await _handled(path, handler, raw, request)
+    try:
+        return status, orjson.dumps(payload)
+    except TypeError as exc:  # orjson's encode error: a handler bug, answered as one
+        logger.error("handler %s answered what JSON cannot hold: %s", path, exc)
+        return 500, orjson.dumps(error_body(FailureClass.AGENT_ERROR, f"the answer is not JSON: {exc}"))
+
+
+async def _handled(path: str, handler: JsonHandler, raw: bytes, request: Request) -> tuple[int, Any]:
+    try:
+        body = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError as exc:
+        return 400, error_body(FailureClass.HTTP_4XX, f"request body is not valid JSON: {exc}")
+    try:
+        return 200, await handler(body, request)
+    except HandlerError as exc:
+        return exc.status, error_body(exc.failure_class, exc.message, **exc.extra)
+    except RequestFailed as exc:
+        return 502, downstream_error_body(exc)
+    except Exception as exc:  # noqa: BLE001 - a handler bug must answer 500, not drop the connection
+        logger.exception("handler %s failed", path)
+        return 500, error_body(FailureClass.AGENT_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+class JsonRoute(Route):
+    """A route whose handler receives the decoded JSON body and returns a JSON-compatible value. A server in the
+    same process calls `handler` directly (server/colocated.py)."""
+
+    def __init__(self, path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POST",)) -> None:
+        self.handler = handler
+
+        async def endpoint(request: Request) -> Response:
+            status, content = await json_answer(path, handler, await request.body(), request)
+            return Response(content, status_code=status, media_type="application/json")
+
+        super().__init__(path, endpoint, methods=list(methods))
 
 
 def json_route(path: str, handler: JsonHandler, methods: tuple[str, ...] = ("POST",)) -> Route:
-    """A route whose handler receives the decoded JSON body and returns a JSON-compatible value."""
-
-    async def endpoint(request: Request) -> Response:
-        raw = await request.body()
-        try:
-            body = orjson.loads(raw) if raw else {}
-        except orjson.JSONDecodeError as exc:
-            return error_response(400, FailureClass.HTTP_4XX, f"request body is not valid JSON: {exc}")
-        try:
-            return json_response(await handler(body, request))
-        except HandlerError as exc:
-            return error_response(exc.status, exc.failure_class, exc.message, **exc.extra)
-        except RequestFailed as exc:
-            return downstream_failed(exc)
-        except Exception as exc:  # noqa: BLE001 - a handler bug must answer 500, not drop the connection
-            logger.exception("handler %s failed", path)
-            return error_response(500, FailureClass.AGENT_ERROR, f"{type(exc).__name__}: {exc}")
-
-    return Route(path, endpoint, methods=list(methods))
+    return JsonRoute(path, handler, methods)
 
 
 def direct_dispatch(app: Starlette, routes: list[Route]) -> ASGIApp:
@@ -155,6 +187,16 @@ def default_workers(cores: int) -> int:
     return max(1, min(8, cores // 2))
 
 
+def worker_count(cls: type["BaseServer"], settings: ServerSettings, cores: int | None = None) -> int:
+    """Processes that serve a server of class `cls` with `settings`, on `cores` cores (default: those this process
+    may run on)."""
+    if settings.workers is not None:
+        return settings.workers
+    if not cls.stateless:
+        return 1
+    return default_workers(len(os.sched_getaffinity(0)) if cores is None else cores)
+
+
 class BaseServer:
     """Subclass and override `routes()`; `startup()`/`shutdown()` for resources; `ready()` for slow starts.
 
@@ -173,6 +215,8 @@ class BaseServer:
         self.head_url = head_url
         self._http_client: HttpClient | None = None
         self._server_client: ServerClient | None = None
+        # The JSON routes another server in this process may call without HTTP; set when the app is built.
+        self.json_handlers: dict[str, JsonHandler] = {}
 
     @property
     def http(self) -> HttpClient:
@@ -241,14 +285,15 @@ class BaseServer:
         # inside ng_run or the e2e collector's own process) is never traced.
         if tracing is not None and self.spec.kind in SERVER_KINDS:
             served = [tracing.traced_route(route, self.span_attributes(route.path)) for route in served]
+        # A traced route is a span per request: calls to it stay on HTTP, where the span is made.
+        self.json_handlers = {route.path: route.handler for route in served
+                              if isinstance(route, JsonRoute) and "POST" in (route.methods or ())}
         routes = [Route("/health", self._health, methods=["GET"]), *served]
         return direct_dispatch(Starlette(routes=routes, lifespan=self._lifespan), routes)
 
     @property
     def worker_count(self) -> int:
-        if self.settings.workers is not None:
-            return self.settings.workers
-        return default_workers(len(os.sched_getaffinity(0))) if self.stateless else 1
+        return worker_count(type(self), self.settings)
 
     def serve(self, host: str, port: int, sock: socket.socket | None = None) -> None:
         """Run until SIGTERM/SIGINT, then finish in-flight requests (bounded) and exit. With `sock` (bound, not
@@ -265,7 +310,10 @@ class BaseServer:
             stop_tracing()  # the spans still buffered go out before the process exits
 
     def _run_uvicorn(self, host: str, port: int, sock: socket.socket | None) -> None:
-        config = uvicorn.Config(
+        uvicorn.Server(self.uvicorn_config(host, port)).run(sockets=[sock] if sock is not None else None)
+
+    def uvicorn_config(self, host: str, port: int) -> uvicorn.Config:
+        return uvicorn.Config(
             self.app(),
             host=host,
             port=port,
@@ -281,4 +329,3 @@ class BaseServer:
             timeout_keep_alive=60,
             timeout_graceful_shutdown=5,
         )
-        uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)

@@ -5,6 +5,7 @@ from typing import Any
 from nemo_gym.compat.head_detect import NATIVE, HeadKind, detect_head, nemo_gym_global_config
 from nemo_gym.http_client import HttpClient, RequestFailed, get_json_blocking
 from nemo_gym.errors import DownstreamError, NemoGymError
+from nemo_gym.server import in_process
 
 def fetch_status(head_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
     """The head server's `GET /status` (blocking): {"all_healthy": bool, "servers": [{name, kind, implementation,
@@ -44,6 +45,9 @@ class ServerClient:
         return servers[name]["url"]
 
     async def post(self, name: str, path: str, body: Any, **kwargs: Any) -> Any:
+        here = in_process.answer_of(name, path)
+        if here is not None:  # a server of this process (server/colocated.py): the same answer, without HTTP
+            return await self.http.post_json(here[0], body, in_process=here[1], **kwargs)
         return await self.http.post_json(f"{await self.url(name)}{path}", body, **kwargs)
 
     async def global_config(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from nemo_gym.config.redact import secret_values
 from nemo_gym.config.servers import ServerSpec
 from nemo_gym.errors import ConfigError
 from nemo_gym.server.base import BaseServer, server_settings
+from nemo_gym.server.colocated import serve_together
 from nemo_gym.server.logs import configure_logging, register_secrets
 from nemo_gym.server.workers import reuseport_socket, serve_workers
 
@@ -77,6 +78,9 @@ def _check_serve_takes_sock(spec: ServerSpec, cls: type[BaseServer]) -> None:
 
 def main() -> None:
     payload = orjson.loads(os.environ[SPEC_ENV])
+    if isinstance(payload, list):  # servers that share this process (server/colocated.py)
+        _serve_together([ServerSpec(**entry) for entry in payload])
+        return
     spec = ServerSpec(**payload)
     register_secrets(secret_values(spec.settings))
     try:
@@ -95,6 +99,20 @@ def main() -> None:
     # Each worker builds its own server object after the fork: nothing of one worker's state is shared.
     sys.exit(serve_workers(lambda sock: cls(spec, head_url=head_url).serve(host, port, sock), host, port,
                            server.worker_count))
+
+
+def _serve_together(specs: list[ServerSpec]) -> None:
+    for spec in specs:
+        register_secrets(secret_values(spec.settings))
+    configure_logging(",".join(spec.name for spec in specs),
+                      level=server_settings(BaseServer, specs[0], unknown="ignore").log_level.upper())
+    try:
+        classes = [server_class(spec) for spec in specs]
+    except ConfigError as exc:
+        console.error(str(exc))
+        sys.exit(2)
+    head_url = os.environ.get(HEAD_URL_ENV)
+    serve_together([cls(spec, head_url=head_url) for cls, spec in zip(classes, specs)])
 
 
 if __name__ == "__main__":

@@ -4,13 +4,19 @@ ng_e2e_collect_rollouts) starts anything."""
 from nemo_gym.config.loader import COMMAND_LINE, NO_SOURCE, GlobalConfig
 from nemo_gym.config.servers import ServerSettings, ServerSpec
 from nemo_gym.config.timeouts import MODEL_CALL_KEY, MODEL_REQUEST_KEY, ROLLOUT_KEY, Timeout, check_nested
-from nemo_gym.server.base import server_settings
+from nemo_gym.server.base import BaseServer, server_settings
 from nemo_gym.server.launch import server_class
 
 MODEL_SERVER_REF = "model_server"  # an agent's reference to its model server (responses_api_agents.base)
 
 
-def check_server_settings(config: GlobalConfig, rollout_timeout_s: float | None = None) -> dict[str, ServerSettings]:
+def server_classes(config: GlobalConfig) -> dict[str, type[BaseServer]]:
+    """Every server's implementation class, by instance name, in config order; a ConfigError for a missing one."""
+    return {name: server_class(spec) for name, spec in config.servers().items()}
+
+
+def check_server_settings(config: GlobalConfig, rollout_timeout_s: float | None = None,
+                          classes: dict[str, type[BaseServer]] | None = None) -> dict[str, ServerSettings]:
     """Every server's typed settings, by instance name; a ConfigError for the first server whose implementation is
     missing or whose settings are wrong, naming the setting, what it should be, and the file and line that set it.
 
@@ -18,7 +24,8 @@ def check_server_settings(config: GlobalConfig, rollout_timeout_s: float | None 
     request, and no longer than `rollout_timeout_s`, the rollout attempt of the collection that runs it (when the
     caller runs one)."""
     specs = config.servers()
-    settings = {name: server_settings(server_class(spec), spec, config.source_of) for name, spec in specs.items()}
+    classes = server_classes(config) if classes is None else classes
+    settings = {name: server_settings(classes[name], spec, config.source_of) for name, spec in specs.items()}
     for name, spec in specs.items():
         model_call = _timeout(config, spec, settings[name], MODEL_CALL_KEY)
         if model_call is None:

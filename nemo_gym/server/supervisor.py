@@ -18,7 +18,7 @@ import orjson
 import uvicorn
 
 from nemo_gym import console
-from nemo_gym.config.global_settings import LoaderSettings, head_server
+from nemo_gym.config.global_settings import LoaderSettings, ServerProcessSettings, head_server
 from nemo_gym.config.loader import GlobalConfig
 from nemo_gym.config.redact import secret_values
 from nemo_gym.config.servers import ServerSettings, ServerSpec
@@ -29,11 +29,15 @@ from nemo_gym.http_client import RequestFailed, get_blocking
 from nemo_gym.server.head import HEAD_SERVER_NAME, HeadServer
 from nemo_gym.server.launch import HEAD_URL_ENV, SPEC_ENV
 from nemo_gym.server.logs import register_secrets
-from nemo_gym.server.settings_check import check_server_settings
+from nemo_gym.server.colocated import colocated_names
+from nemo_gym.server.settings_check import check_server_settings, server_classes
 from nemo_gym.server.startup_progress import PROGRESS_EVERY_S, Starting, last_log_line, waiting_line
 from nemo_gym.server.process_group import die_with_parent, stop_process_groups
 from nemo_gym.server.workers import reuseport_socket
 from nemo_gym.traces.start import child_environment, require_extra
+
+
+TOGETHER_LOG = "colocated"  # the log of the servers that share a process
 
 
 class ServerStartError(DownstreamError):
@@ -48,6 +52,14 @@ class ServerProcess:
     log_path: Path
     popen: subprocess.Popen | None = None
     started_at: float = 0.0  # time.monotonic() when its process started
+    together_with: tuple[str, ...] = ()  # the servers its process serves with it (server/colocated.py), itself too
+
+    @property
+    def label(self) -> str:
+        """How messages name its process: the server, or every server that shares it."""
+        if not self.together_with:
+            return f"server '{self.spec.name}'"
+        return f"servers {', '.join(repr(name) for name in self.together_with)} (one process)"
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -102,14 +114,19 @@ class Supervisor:
         self.log_dir = log_dir
         self.head = head_server(config.values)
         self.head_url = self.head.url
-        traces = build(LoaderSettings, config.values, where=config.source_of).traces
-        if traces.traces_url:
+        loader = build(LoaderSettings, config.values, where=config.source_of)
+        if loader.traces.traces_url:
             require_extra()
-        self._traces_env = child_environment(traces)  # every server traces as the config says
+        self._traces_env = child_environment(loader.traces)  # every server traces as the config says
         self._reservations: list[socket.socket] = []  # each planned server's port, held until stop()
         # A bad setting fails here, before any server starts.
         try:
-            self.processes = self._plan(config.servers(), check_server_settings(config))
+            classes = server_classes(config)
+            settings = check_server_settings(config, classes=classes)
+            layout = build(ServerProcessSettings, config.values, where=config.source_of)
+            together = colocated_names(classes, settings, layout.colocate_servers,
+                                       tracing=loader.traces.traces_url is not None)
+            self.processes = self._plan(config.servers(), settings, tuple(together))
         except BaseException:
             self._release_ports()
             raise
@@ -117,7 +134,8 @@ class Supervisor:
         self._head: uvicorn.Server | None = None
         self._head_thread: threading.Thread | None = None
 
-    def _plan(self, specs: dict[str, ServerSpec], settings: dict[str, ServerSettings]) -> list[ServerProcess]:
+    def _plan(self, specs: dict[str, ServerSpec], settings: dict[str, ServerSettings],
+              together: tuple[str, ...]) -> list[ServerProcess]:
         """Assign ports (free ones unless set) and refuse ports that are already taken, before starting anything."""
         taken: dict[int, str] = {self.head.port: HEAD_SERVER_NAME}
         if not port_is_free(self.head.host, self.head.port):
@@ -143,7 +161,8 @@ class Supervisor:
                     spec=replace(spec, settings={**spec.settings, "host": host, "port": port}),
                     settings=settings[spec.name].model_copy(update={"port": port}),
                     url=f"http://{host}:{port}",
-                    log_path=self.log_dir / f"{spec.name}.log",
+                    log_path=self.log_dir / (f"{TOGETHER_LOG}.log" if spec.name in together else f"{spec.name}.log"),
+                    together_with=together if spec.name in together else (),
                 )
             )
         return plan
@@ -157,16 +176,20 @@ class Supervisor:
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._start_head()
-        for proc in self.processes:
+        together = [p for p in self.processes if p.together_with]
+        for unit in ([together] if together else []) + [[p] for p in self.processes if not p.together_with]:
+            first = unit[0]
             env = {
                 **os.environ,
-                SPEC_ENV: orjson.dumps(proc.spec.__dict__).decode(),
+                # A list of specs: the servers that share the process (server/colocated.py).
+                SPEC_ENV: orjson.dumps([p.spec.__dict__ for p in unit] if first.together_with
+                                       else first.spec.__dict__).decode(),
                 HEAD_URL_ENV: self.head_url,
                 **self._traces_env,
                 "PYTHONUNBUFFERED": "1",
             }
-            with open(proc.log_path, "ab") as log:
-                proc.popen = subprocess.Popen(
+            with open(first.log_path, "ab") as log:
+                popen = subprocess.Popen(
                     [sys.executable, "-m", "nemo_gym.server.launch"],
                     env=env,
                     stdin=subprocess.DEVNULL,
@@ -175,7 +198,9 @@ class Supervisor:
                     start_new_session=True,
                     preexec_fn=die_with_parent,
                 )
-            proc.started_at = time.monotonic()
+            started_at = time.monotonic()
+            for proc in unit:
+                proc.popen, proc.started_at = popen, started_at
 
     def _start_head(self) -> None:
         head = HeadServer(self.config.values, self.listing(), (self.head.host, self.head.port), self.starting)
@@ -211,7 +236,7 @@ class Supervisor:
                 code = proc.popen.poll()
                 if code is not None:
                     raise ServerStartError(
-                        f"server '{name}' exited with code {code} during start-up; log {proc.log_path}:\n"
+                        f"{proc.label} exited with code {code} during start-up; log {proc.log_path}:\n"
                         f"{_log_tail(proc.log_path)}"
                     )
                 if answers(f"{proc.url}/health"):
@@ -243,7 +268,8 @@ class Supervisor:
 
     def stop(self) -> None:
         """SIGTERM every process group, wait, then SIGKILL what is left. Safe to call twice."""
-        stop_process_groups([p.popen for p in self.processes if p.popen], SERVER_STOP_GRACE_S)
+        popens = {id(p.popen): p.popen for p in self.processes if p.popen}  # a group's process once
+        stop_process_groups(list(popens.values()), SERVER_STOP_GRACE_S)
         self._release_ports()
         if self._head and self._head_thread:  # both are set together
             self._head.should_exit = True

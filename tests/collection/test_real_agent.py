@@ -3,7 +3,9 @@ ng_collect_rollouts and its aggregation: the real servers a user runs, only the 
 
 from pathlib import Path
 
+import httpx
 import orjson
+import pytest
 
 from tests.collection.util import keys, read_rows, run_cli, sidecar
 from tests.helpers.stack import REPO_ROOT, environment_config, running_stack
@@ -13,12 +15,16 @@ WEATHER_ROWS = REPO_ROOT / "nemo_gym" / "resources_servers" / "example_single_to
 AGENT = "example_single_tool_call_simple_agent"
 
 
-def test_simple_agent_weather_rollouts_through_ng_collect_rollouts(tmp_path: Path) -> None:
+# Colocated: the agent, the environment and the model server in one process, calling each other without HTTP.
+@pytest.mark.parametrize("colocate", [False, True])
+def test_simple_agent_weather_rollouts_through_ng_collect_rollouts(tmp_path: Path, colocate: bool) -> None:
     model = {"policy_model": {"responses_api_models": {"scripted_model": {"entrypoint": str(SCRIPTED_MODEL)}}}}
     (tmp_path / "model.yaml").write_bytes(orjson.dumps(model))
     configs = f"+config_paths=[{environment_config('example_single_tool_call')},{tmp_path / 'model.yaml'}]"
     tasks = len([line for line in WEATHER_ROWS.read_bytes().splitlines() if line.strip()])
-    with running_stack([configs], cwd=tmp_path) as stack:
+    with running_stack([configs, f"+colocate_servers={str(colocate).lower()}"], cwd=tmp_path) as stack:
+        pids = {httpx.get(f"{url}/health", trust_env=False).json()["pid"] for url in stack.servers().values()}
+        assert len(pids) == (1 if colocate else 3)
         out = tmp_path / "weather.jsonl"
         result = run_cli("collect", [
             f"+head_server.port={stack.head_url.rsplit(':', 1)[1]}", f"+agent_name={AGENT}",

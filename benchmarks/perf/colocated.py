@@ -1,0 +1,88 @@
+"""ng_run's servers in one process (`+colocate_servers=true`) against the default, one process each, side by side.
+
+    .venv/bin/python -m benchmarks.perf.colocated [--rounds 3] [--quick]
+
+Two weather stacks (collector -> simple_agent -> vllm_model -> instant stub chat model, as in `collector`), one
+colocated, run the same rows at the same concurrency in turn, round after round (which goes first alternates), each
+beside the bare aiohttp client posting the stack's own model requests (two per rollout) straight to that stack's
+stub in the same round: `stack_vs_bare_same_requests` as in `collector` (1.0: the stack costs nothing beyond the
+model's requests). Cases: 10,000 rows at 256 concurrent and 2,000 at 64. Best round of each. Ratios: colocated /
+default rollouts/s and CPU-ms per rollout, and each one's stack / bare client. Writes
+benchmarks/results/colocated.json. Never run by the test suite.
+"""
+
+import argparse
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from benchmarks.perf.harness import WEATHER_AGENT, run_collector, weather_stack, write_rows
+from benchmarks.perf.http_clients import with_aiohttp
+from benchmarks.perf.results import load_average, recording
+
+MODEL_CALLS_PER_ROLLOUT = 2  # the weather rollout: a tool call, then the answer
+LAYOUTS = {"default": (), "colocated": ("+colocate_servers=true",)}
+
+
+def _best(runs: list[dict[str, Any]], layout: str, rows: int, concurrency: int) -> dict[str, Any]:
+    return max((run for run in runs if (run["layout"], run["rows"], run["concurrency"]) == (layout, rows, concurrency)),
+               key=lambda run: run["rollouts_per_s"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="1,000 rows at 64, one round: a smoke run")
+    args = parser.parse_args()
+    cases = [(1000, 64)] if args.quick else [(10000, 256), (2000, 64)]
+    rounds = 1 if args.quick else args.rounds
+    with recording("colocated", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ngcol_") as tmp, \
+            ExitStack() as stacks:
+        work = Path(tmp)
+        stack = {name: stacks.enter_context(weather_stack(work / name, overrides=overrides))
+                 for name, overrides in LAYOUTS.items()}
+        for name, running in stack.items():
+            run_collector(running, write_rows(work / "warmup.jsonl", 500), work / f"warmup_{name}.jsonl",
+                          WEATHER_AGENT, 64)
+        runs = []
+        for index in range(rounds):
+            order = list(LAYOUTS) if index % 2 == 0 else list(reversed(LAYOUTS))
+            for rows, concurrency in cases:
+                inputs = write_rows(work / f"rows_{rows}.jsonl", rows)
+                for name in order:
+                    result = run_collector(stack[name], inputs, work / f"{name}_{rows}_{index}.jsonl",
+                                           WEATHER_AGENT, concurrency, "+adaptive_concurrency=false")
+                    chat = f"{stack[name].model_base_url}/chat/completions"
+                    bare = uvloop.run(with_aiohttp(chat, rows, concurrency))["requests_per_s"]
+                    run = {"layout": name, "rows": rows, "concurrency": concurrency, "round": index,
+                           "rollouts_per_s": result["rollouts_per_s"],
+                           "cpu_ms_per_rollout": result["cpu_ms_per_rollout"],
+                           "cpu_ms_per_rollout_by_process": result["cpu_ms_per_rollout_by_process"],
+                           "bare_aiohttp_requests_per_s": bare,
+                           "stack_vs_bare_same_requests": round(
+                               result["rollouts_per_s"] * MODEL_CALLS_PER_ROLLOUT / bare, 3),
+                           "load_average": load_average()}
+                    print(f"{name:<10} {rows} rows {concurrency} concurrent: {run['rollouts_per_s']:.0f}/s "
+                          f"{run['cpu_ms_per_rollout']:.3f} cpu-ms, stack/bare {run['stack_vs_bare_same_requests']}"
+                          f"  load {run['load_average']}", flush=True)
+                    runs.append(run)
+        ratios = {}
+        for rows, concurrency in cases:
+            default, colocated = (_best(runs, name, rows, concurrency) for name in LAYOUTS)
+            ratios[f"{rows}_rows_{concurrency}_concurrent"] = {
+                "rollouts_per_s_colocated_vs_default": round(colocated["rollouts_per_s"] / default["rollouts_per_s"], 3),
+                "cpu_ms_per_rollout_colocated_vs_default": round(
+                    colocated["cpu_ms_per_rollout"] / default["cpu_ms_per_rollout"], 3),
+                "stack_vs_bare_same_requests": {name: _best(runs, name, rows, concurrency)
+                                                ["stack_vs_bare_same_requests"] for name in LAYOUTS}}
+        recorder.write(ratios, {"settings": {"cases": cases, "rounds": rounds,
+                                             "stack": "collector -> simple_agent -> vllm_model -> instant stub, weather",
+                                             "layouts": {name: list(overrides) for name, overrides in LAYOUTS.items()}},
+                                "runs": runs})
+
+
+if __name__ == "__main__":
+    main()
