@@ -1,4 +1,4 @@
-"""ng_run's servers in one process (`+colocate_servers=true`) against the default, one process each, side by side.
+"""ng_run's servers in one process (`+colocate_servers=true`) against one process each (`=false`), side by side.
 
     .venv/bin/python -m benchmarks.perf.colocated [--rounds 3] [--quick]
 
@@ -7,7 +7,7 @@ colocated, run the same rows at the same concurrency in turn, round after round 
 beside the bare aiohttp client posting the stack's own model requests (two per rollout) straight to that stack's
 stub in the same round: `stack_vs_bare_same_requests` as in `collector` (1.0: the stack costs nothing beyond the
 model's requests). Cases: 10,000 rows at 256 concurrent and 2,000 at 64. Best round of each. Ratios: colocated /
-default rollouts/s and CPU-ms per rollout, and each one's stack / bare client. Writes
+apart rollouts/s and CPU-ms per rollout, and each one's stack / bare client. Writes
 benchmarks/results/colocated.json. Never run by the test suite.
 """
 
@@ -24,7 +24,7 @@ from benchmarks.perf.http_clients import with_aiohttp
 from benchmarks.perf.results import load_average, recording
 
 MODEL_CALLS_PER_ROLLOUT = 2  # the weather rollout: a tool call, then the answer
-LAYOUTS = {"default": (), "colocated": ("+colocate_servers=true",)}
+LAYOUTS = {"apart": False, "colocated": True}  # colocate_servers (false: ng_run's default)
 
 
 def _best(runs: list[dict[str, Any]], layout: str, rows: int, concurrency: int) -> dict[str, Any]:
@@ -42,8 +42,8 @@ def main() -> None:
     with recording("colocated", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ngcol_") as tmp, \
             ExitStack() as stacks:
         work = Path(tmp)
-        stack = {name: stacks.enter_context(weather_stack(work / name, overrides=overrides))
-                 for name, overrides in LAYOUTS.items()}
+        stack = {name: stacks.enter_context(weather_stack(work / name, colocate=colocate))
+                 for name, colocate in LAYOUTS.items()}
         for name, running in stack.items():
             run_collector(running, write_rows(work / "warmup.jsonl", 500), work / f"warmup_{name}.jsonl",
                           WEATHER_AGENT, 64)
@@ -71,16 +71,16 @@ def main() -> None:
                     runs.append(run)
         ratios = {}
         for rows, concurrency in cases:
-            default, colocated = (_best(runs, name, rows, concurrency) for name in LAYOUTS)
+            apart, colocated = (_best(runs, name, rows, concurrency) for name in LAYOUTS)
             ratios[f"{rows}_rows_{concurrency}_concurrent"] = {
-                "rollouts_per_s_colocated_vs_default": round(colocated["rollouts_per_s"] / default["rollouts_per_s"], 3),
-                "cpu_ms_per_rollout_colocated_vs_default": round(
-                    colocated["cpu_ms_per_rollout"] / default["cpu_ms_per_rollout"], 3),
+                "rollouts_per_s_colocated_vs_apart": round(colocated["rollouts_per_s"] / apart["rollouts_per_s"], 3),
+                "cpu_ms_per_rollout_colocated_vs_apart": round(
+                    colocated["cpu_ms_per_rollout"] / apart["cpu_ms_per_rollout"], 3),
                 "stack_vs_bare_same_requests": {name: _best(runs, name, rows, concurrency)
                                                 ["stack_vs_bare_same_requests"] for name in LAYOUTS}}
         recorder.write(ratios, {"settings": {"cases": cases, "rounds": rounds,
                                              "stack": "collector -> simple_agent -> vllm_model -> instant stub, weather",
-                                             "layouts": {name: list(overrides) for name, overrides in LAYOUTS.items()}},
+                                             "colocate_servers": LAYOUTS},
                                 "runs": runs})
 
 

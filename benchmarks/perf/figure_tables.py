@@ -274,9 +274,9 @@ def colocated(r: Report) -> str:
         rows, concurrency = case.split("_rows_")
         bare = ratios["stack_vs_bare_same_requests"]
         out.append(f"* {_n(int(rows))} rows at {concurrency.removesuffix('_concurrent')} in flight, best round of "
-                   f"each: colocated / default **{ratios['rollouts_per_s_colocated_vs_default']:.2f}x** rollouts/s, "
-                   f"**{ratios['cpu_ms_per_rollout_colocated_vs_default']:.2f}x** CPU-ms per rollout; stack / bare "
-                   f"client {bare['default']:.2f} (default) and {bare['colocated']:.2f} (colocated).")
+                   f"each: colocated / apart **{ratios['rollouts_per_s_colocated_vs_apart']:.2f}x** rollouts/s, "
+                   f"**{ratios['cpu_ms_per_rollout_colocated_vs_apart']:.2f}x** CPU-ms per rollout; stack / bare "
+                   f"client {bare['apart']:.2f} (apart) and {bare['colocated']:.2f} (colocated).")
     return "\n".join(out)
 
 
@@ -359,8 +359,8 @@ def nemo_gym_reference(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
     out = [f"Source: {source(r)}.", "",
-           "| rows, concurrency | nemo_gym rollouts/s | NeMo Gym 0.4.0 rollouts/s | ratio | nemo_gym, servers in one "
-           "process | ratio | collector peak RSS, ours vs theirs | load |", "|---|---|---|---|---|---|---|---|"]
+           "| rows, concurrency | nemo_gym rollouts/s, one process per server | NeMo Gym 0.4.0 rollouts/s | ratio | "
+           "nemo_gym, servers in one process | ratio | collector peak RSS, ours vs theirs | load |", "|---|---|---|---|---|---|---|---|"]
     for run in r["runs"]:
         ours, theirs = run["ours"], run["nemo_gym_0_4_0"]
         colocated = run.get("ours_colocated")  # measured since colocate_servers exists

@@ -110,9 +110,10 @@ def ng_run(workdir: Path, config: dict[str, Any], config_paths: tuple[str, ...] 
 
 @contextmanager
 def weather_stack(workdir: Path, model_base_url: str | None = None, model_name: str = "stub",
-                  overrides: tuple[str, ...] = ()) -> Iterator[Stack]:
+                  overrides: tuple[str, ...] = (), colocate: bool = False) -> Iterator[Stack]:
     """simple_agent + the weather environment + vllm_model, in front of `model_base_url` or of the instant stub;
-    `overrides` are more ng_run arguments."""
+    `overrides` are more ng_run arguments. One process per server (ng_run's default, whose CPU splits by server)
+    unless `colocate` (nemo_gym.server.colocated); `colocated` measures both."""
     config: dict[str, Any] = {}
     if model_base_url is None:
         stub_port = free_port()
@@ -120,7 +121,8 @@ def weather_stack(workdir: Path, model_base_url: str | None = None, model_name: 
         config["stub_chat"] = {"responses_api_models": {"stub_chat": {"entrypoint": str(STUB_CHAT), "port": stub_port,
                                                                       "own_process": True}}}
         model_base_url = f"http://127.0.0.1:{stub_port}/v1"
-    policy = (f"+policy_base_url={model_base_url}", "+policy_api_key=none", f"+policy_model_name={model_name}")
+    policy = (f"+policy_base_url={model_base_url}", "+policy_api_key=none", f"+policy_model_name={model_name}",
+              f"+colocate_servers={str(colocate).lower()}")
     with ng_run(workdir, config, (WEATHER_CONFIG, "configs/vllm_model.yaml"), (*policy, *overrides)) as s:
         s.model_base_url = model_base_url
         yield s

@@ -7,8 +7,8 @@ in front of one instant stub Chat Completions model (benchmarks/perf/stub_chat.p
 side's own `ng_collect_rollouts` runs the same rows at the same concurrency, alternating ours and theirs: 2,000 rows
 at 64 concurrent and 10,000 rows at 256. Rate = rows / wall time of the whole collection command, measured the same
 way on both sides (NeMo Gym also post-processes after its last rollout; that is part of its command); peak RSS =
-the collector process's VmHWM. Ours runs twice per case, as ng_run starts it by default and with its servers in one
-process (`+colocate_servers=true`, a second stack). Ratios: ours / NeMo Gym, each way. NeMo Gym's ng_run gets a free head port (never 11000) and a
+the collector process's VmHWM. Ours runs twice per case, one process per server (`ours`) and the servers in one
+process (`ours_colocated`, `+colocate_servers=true`, a second stack). Ratios: ours / NeMo Gym, each. NeMo Gym's ng_run gets a free head port (never 11000) and a
 Ray of its own (private RAY_TMPDIR, no RAY_ADDRESS), and everything it started is stopped (benchmarks.perf.lifecycle).
 Writes benchmarks/results/nemo_gym_reference.json.
 """
@@ -140,7 +140,7 @@ def main() -> None:
         work = Path(tmp)
         runs = []
         with weather_stack(work / "ours") as stack, reference_stack(work / "ref", stack.model_base_url) as port, \
-                weather_stack(work / "colocated", overrides=("+colocate_servers=true",)) as colocated_stack:
+                weather_stack(work / "colocated", colocate=True) as colocated_stack:
             for rows, concurrency in cases:
                 inputs = write_rows(work / f"rows_{rows}.jsonl", rows)
                 ours = ours_collect(stack, inputs, work / f"ours_{rows}.jsonl", concurrency)

@@ -33,9 +33,10 @@ class ServerProcessSettings(Settings):
     """How the commands that start servers (ng_run, ng_e2e_collect_rollouts) lay them out in processes."""
 
     colocate_servers: bool = False
-    """Run ng_run's servers in one process, where they call each other without HTTP (a quarter less CPU per
-    rollout on the weather stack: docs/performance.md). Each runs as one process, all of them on one core, with one
-    log (colocated.log). Never with traces on, nor for a server that sets `own_process` or more than one worker."""
+    """Run the servers in one process, where they call each other without HTTP (docs/performance.md, "Servers in
+    one process"). Each runs as one process, all of them on one core, with one log (colocated.log), and each one's
+    settings, secrets included, are in the memory of all. Never with traces on, nor for a server that sets
+    `own_process` or more than one worker."""
 
 
 class RunSettings(LoaderSettings, ServerProcessSettings):

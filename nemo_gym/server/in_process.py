@@ -14,7 +14,7 @@ from nemo_gym.http_client import InProcess
 class Here:
     url: str  # where the server also answers over HTTP (named in failures, as an HTTP call would)
     answers: dict[str, InProcess]  # by route path
-    serving: Callable[[], bool]  # false until its start-up is done (its port does not listen before), and after
+    serving: Callable[[], bool]  # false until its start-up is done (its port does not listen before either)
 
 
 _SERVERS: dict[str, Here] = {}
