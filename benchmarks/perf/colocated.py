@@ -78,8 +78,8 @@ def main() -> None:
                     colocated["cpu_ms_per_rollout"] / apart["cpu_ms_per_rollout"], 3),
                 "stack_vs_bare_same_requests": {name: _best(runs, name, rows, concurrency)
                                                 ["stack_vs_bare_same_requests"] for name in LAYOUTS}}
-        recorder.write(ratios, {"settings": {"cases": cases, "rounds": rounds,
-                                             "stack": "collector -> simple_agent -> vllm_model -> instant stub, weather",
+        stack_name = "collector -> simple_agent -> vllm_model -> instant stub, weather"
+        recorder.write(ratios, {"settings": {"cases": cases, "rounds": rounds, "stack": stack_name,
                                              "colocate_servers": LAYOUTS},
                                 "runs": runs})
 

@@ -360,7 +360,8 @@ def nemo_gym_reference(r: Report) -> str:
         return failed
     out = [f"Source: {source(r)}.", "",
            "| rows, concurrency | nemo_gym rollouts/s, one process per server | NeMo Gym 0.4.0 rollouts/s | ratio | "
-           "nemo_gym, servers in one process | ratio | collector peak RSS, ours vs theirs | load |", "|---|---|---|---|---|---|---|---|"]
+           "nemo_gym, servers in one process | ratio | collector peak RSS, ours vs theirs | load |",
+           "|---|---|---|---|---|---|---|---|"]
     for run in r["runs"]:
         ours, theirs = run["ours"], run["nemo_gym_0_4_0"]
         colocated = run.get("ours_colocated")  # measured since colocate_servers exists

@@ -14,10 +14,9 @@ from nemo_gym.config.servers import ServerSettings
 from nemo_gym.server.base import BaseServer
 from nemo_gym.server.colocated import colocated_names
 from tests.helpers.stack import REPO_ROOT, free_port, running_stack
-from tests.test_ng_run import _ng_run, _wait_gone
+from tests.test_ng_run import ECHO_APP, _ng_run, _wait_gone
 
 HOP_APP = REPO_ROOT / "tests" / "helpers" / "hop_app.py"
-ECHO_APP = REPO_ROOT / "tests" / "helpers" / "echo_app.py"
 
 HOPS = f"""\
 caller:
