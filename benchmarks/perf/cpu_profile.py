@@ -4,6 +4,7 @@ collector too, while the collector runs.
 
     .venv/bin/python -m benchmarks.perf.cpu_profile [--concurrency 64,256,1024] [--rows 10000] [--top 6]
     .venv/bin/python -m benchmarks.perf.cpu_profile --baseline REV    # and REV's stack, side by side ("then")
+    .venv/bin/python -m benchmarks.perf.cpu_profile --colocate        # the servers in one process
 
 Needs py-spy (`pip install 'nemo_gym[profile]'`) and leave to trace processes (root, or kernel.yama.ptrace_scope 0).
 Per concurrency and process: CPU-ms per rollout (from the OS, as in the other benchmarks), then py-spy's samples
@@ -12,7 +13,7 @@ innermost Python frame's package: a C extension's time counts for the Python cod
 functions with the most samples of their own. With `--baseline REV`, each concurrency runs twice, on a checkout of
 commit REV (a temporary git worktree; these benchmark scripts, its nemo_gym) and on this one, one after the other:
 the ratios then compare now with then, measured minutes apart on the same machine. Writes
-benchmarks/results/cpu_profile.json.
+benchmarks/results/cpu_profile.json (with `--colocate`, +colocate_servers=true: cpu_profile_colocated.json).
 """
 
 import argparse
@@ -152,9 +153,10 @@ def checkout_first(revision: str | None, work: Path) -> Iterator[str | None]:
                        capture_output=True)
 
 
-def profile_rounds(work: Path, inputs: Path, concurrencies: list[int], top: int) -> list[dict[str, Any]]:
+def profile_rounds(work: Path, inputs: Path, concurrencies: list[int], top: int,
+                   colocate: bool = False) -> list[dict[str, Any]]:
     work.mkdir()
-    with weather_stack(work / "stack") as stack:
+    with weather_stack(work / "stack", colocate=colocate) as stack:
         run_collector(stack, write_rows(work / "warmup.jsonl", 500), work / "warmup.jsonl.out", WEATHER_AGENT, 64)
         return [profile_round(stack, work, inputs, concurrency, top) for concurrency in concurrencies]
 
@@ -178,10 +180,14 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=6, help="libraries and functions kept per process")
     parser.add_argument("--quick", action="store_true", help="2,000 rows at 64 and 1024, results under quick/")
     parser.add_argument("--baseline", metavar="REV", help="also profile commit REV's stack, side by side")
+    parser.add_argument("--colocate", action="store_true", help="the stack's servers in one process")
     args = parser.parse_args()
+    if args.colocate and args.baseline:
+        parser.error("--colocate profiles this checkout only: a baseline before colocate_servers has no such layout")
     concurrencies = [64, 1024] if args.quick else [int(c) for c in args.concurrency.split(",")]
     rows = 2000 if args.quick else args.rows
-    with recording("cpu_profile", args.quick) as recorder, tempfile.TemporaryDirectory(prefix="ng_profile_") as tmp:
+    name = "cpu_profile_colocated" if args.colocate else "cpu_profile"
+    with recording(name, args.quick, module="benchmarks.perf.cpu_profile") as recorder, tempfile.TemporaryDirectory(prefix="ng_profile_") as tmp:
         work = Path(tmp)
         inputs = write_rows(work / "weather.jsonl", rows)
         baseline: dict[str, Any] = {}
@@ -190,7 +196,7 @@ def main() -> None:
                 print(f"baseline: {commit}", flush=True)
                 baseline = {"commit": commit,
                             "rounds": profile_rounds(work / "then", inputs, concurrencies, args.top)}
-        rounds = profile_rounds(work / "now", inputs, concurrencies, args.top)
+        rounds = profile_rounds(work / "now", inputs, concurrencies, args.top, args.colocate)
         first, last = rounds[0], rounds[-1]
         ratios: dict[str, Any] = {f"cpu_ms_per_rollout_{last['concurrency']}_vs_{first['concurrency']}": {
             name: round(process["cpu_ms_per_rollout"] / first["processes"][name]["cpu_ms_per_rollout"], 3)
@@ -199,6 +205,7 @@ def main() -> None:
         if baseline:
             ratios[f"cpu_ms_per_rollout_vs_{baseline['commit']}"] = _per_process(rounds, baseline["rounds"])
         recorder.write(ratios, {"settings": {"rows": rows, "concurrency": concurrencies, "rate_hz": RATE_HZ,
+                                             "colocate_servers": args.colocate,
                                              "stack": "collector -> simple_agent -> vllm_model -> instant stub, "
                                                       "weather"},
                                 "rounds": rounds, **({"baseline": baseline} if baseline else {})})

@@ -819,6 +819,7 @@ RENDERERS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "collector_16_cores": ("16_cores/collector", collector),
     "viewer": ("viewer", viewer),
     "cpu_profile": ("cpu_profile", cpu_profile),
+    "cpu_profile_colocated": ("cpu_profile_colocated", cpu_profile),
     "fresh_clone": ("fresh_clone", fresh_clone),
     "grpo_async_vs_sync": ("grpo_async_vs_sync", grpo_async_vs_sync),
     "fleet": ("fleet", fleet),

@@ -114,12 +114,12 @@ def results_path(name: str, quick: bool = False) -> Path:
 class Recorder:
     """Started when the benchmark starts (the machine and its load are taken then); writes the file at the end."""
 
-    def __init__(self, name: str, output: Path, wait_for_idle: bool = True) -> None:
+    def __init__(self, name: str, output: Path, wait_for_idle: bool = True, module: str | None = None) -> None:
         self.name, self.output = name, output
         if wait_for_idle:
             wait_for_idle_cores()
         self.machine = machine_info()
-        self.command = " ".join(["python", "-m", f"benchmarks.perf.{name}", *sys.argv[1:]])
+        self.command = " ".join(["python", "-m", module or f"benchmarks.perf.{name}", *sys.argv[1:]])
         self._started = time.monotonic()
         if loaded_at_start(self.machine):
             print(f"warning: load average {self.machine['load_average_at_start']} is above the "
@@ -137,12 +137,14 @@ class Recorder:
 
 
 @contextmanager
-def recording(name: str, quick: bool = False, output: Path | None = None) -> Iterator[Recorder]:
-    """Run a benchmark's body: signals stop it cleanly (every `finally` runs); a BenchmarkFailed (exit 1) or any
+def recording(name: str, quick: bool = False, output: Path | None = None,
+              module: str | None = None) -> Iterator[Recorder]:
+    """Run a benchmark's body (module `module`, default benchmarks.perf.<name>, writing results file `name`): signals stop it cleanly (every `finally` runs); a BenchmarkFailed (exit 1) or any
     other exception is written as a failed result, never as figures."""
     exit_on_signals()
     # Figures the docs quote wait for idle cores; smoke runs and tests' own outputs do not.
-    recorder = Recorder(name, output or results_path(name, quick), wait_for_idle=output is None and not quick)
+    recorder = Recorder(name, output or results_path(name, quick), wait_for_idle=output is None and not quick,
+                        module=module)
     try:
         yield recorder
     except BenchmarkFailed as failure:
