@@ -187,16 +187,6 @@ def default_workers(cores: int) -> int:
     return max(1, min(8, cores // 2))
 
 
-def worker_count(cls: type["BaseServer"], settings: ServerSettings, cores: int | None = None) -> int:
-    """Processes that serve a server of class `cls` with `settings`, on `cores` cores (default: those this process
-    may run on)."""
-    if settings.workers is not None:
-        return settings.workers
-    if not cls.stateless:
-        return 1
-    return default_workers(len(os.sched_getaffinity(0)) if cores is None else cores)
-
-
 class BaseServer:
     """Subclass and override `routes()`; `startup()`/`shutdown()` for resources; `ready()` for slow starts.
 
@@ -293,7 +283,9 @@ class BaseServer:
 
     @property
     def worker_count(self) -> int:
-        return worker_count(type(self), self.settings)
+        if self.settings.workers is not None:
+            return self.settings.workers
+        return default_workers(len(os.sched_getaffinity(0))) if self.stateless else 1
 
     def serve(self, host: str, port: int, sock: socket.socket | None = None) -> None:
         """Run until SIGTERM/SIGINT, then finish in-flight requests (bounded) and exit. With `sock` (bound, not
