@@ -81,8 +81,8 @@ async def _serve_all(servers: list[BaseServer]) -> int:
         member = _Member(server.uvicorn_config(host, port))  # builds the server's app, and its json_handlers
         members.append((server, member, reuseport_socket(host, port)))
         in_process.add(server.name, in_process.Here(
-            f"http://{host}:{port}", {path: _answer(path, handler) for path, handler in server.json_handlers.items()},
-            serving=_started(member)))
+            {path: (f"http://{host}:{port}{path}", _answer(path, handler))
+             for path, handler in server.json_handlers.items()}, serving=_started(member)))
     stopping = asyncio.Event()
 
     def stop() -> None:

@@ -12,8 +12,8 @@ from nemo_gym.http_client import InProcess
 
 @dataclass(frozen=True)
 class Here:
-    url: str  # where the server also answers over HTTP (named in failures, as an HTTP call would)
-    answers: dict[str, InProcess]  # by route path
+    # By route path: the route's URL over HTTP (failures name it, as an HTTP call's would) and its answer.
+    answers: dict[str, tuple[str, InProcess]]
     serving: Callable[[], bool]  # false until its start-up is done (its port does not listen before either)
 
 
@@ -30,5 +30,4 @@ def answer_of(name: str, path: str) -> tuple[str, InProcess] | None:
     here = _SERVERS.get(name)
     if here is None or not here.serving():
         return None
-    answer = here.answers.get(path)
-    return None if answer is None else (f"{here.url}{path}", answer)
+    return here.answers.get(path)

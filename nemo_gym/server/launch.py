@@ -78,18 +78,22 @@ def _check_serve_takes_sock(spec: ServerSpec, cls: type[BaseServer]) -> None:
 
 def main() -> None:
     payload = orjson.loads(os.environ[SPEC_ENV])
-    if isinstance(payload, list):  # servers that share this process (server/colocated.py)
-        _serve_together([ServerSpec(**entry) for entry in payload])
-        return
-    spec = ServerSpec(**payload)
-    register_secrets(secret_values(spec.settings))
+    # A list: the servers that share this process (server/colocated.py).
+    specs = [ServerSpec(**entry) for entry in payload] if isinstance(payload, list) else [ServerSpec(**payload)]
+    for spec in specs:
+        register_secrets(secret_values(spec.settings))
     try:
-        configure_logging(spec.name, level=server_settings(BaseServer, spec, unknown="ignore").log_level.upper())
-        cls = server_class(spec)
+        configure_logging(",".join(spec.name for spec in specs),
+                          level=server_settings(BaseServer, specs[0], unknown="ignore").log_level.upper())
+        classes = [server_class(spec) for spec in specs]
     except ConfigError as exc:
         console.error(str(exc))
         sys.exit(2)
     head_url = os.environ.get(HEAD_URL_ENV)
+    if len(specs) > 1:
+        serve_together([cls(spec, head_url=head_url) for cls, spec in zip(classes, specs)])
+        return
+    spec, cls = specs[0], classes[0]
     server = cls(spec, head_url=head_url)
     host, port = server.settings.host, server.settings.port  # the supervisor has given every server its port
     assert port is not None, "the supervisor sets every server's port"
@@ -99,20 +103,6 @@ def main() -> None:
     # Each worker builds its own server object after the fork: nothing of one worker's state is shared.
     sys.exit(serve_workers(lambda sock: cls(spec, head_url=head_url).serve(host, port, sock), host, port,
                            server.worker_count))
-
-
-def _serve_together(specs: list[ServerSpec]) -> None:
-    for spec in specs:
-        register_secrets(secret_values(spec.settings))
-    configure_logging(",".join(spec.name for spec in specs),
-                      level=server_settings(BaseServer, specs[0], unknown="ignore").log_level.upper())
-    try:
-        classes = [server_class(spec) for spec in specs]
-    except ConfigError as exc:
-        console.error(str(exc))
-        sys.exit(2)
-    head_url = os.environ.get(HEAD_URL_ENV)
-    serve_together([cls(spec, head_url=head_url) for cls, spec in zip(classes, specs)])
 
 
 if __name__ == "__main__":
