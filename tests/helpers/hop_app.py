@@ -13,10 +13,13 @@ from nemo_gym.server import BaseServer, HandlerError, json_route
 
 
 class HopServer(BaseServer):
+    cancelled_hangs = 0  # /hang calls ended by a cancellation reaching the handler
+
     def routes(self) -> list[Route]:
         return [json_route(path, handler) for path, handler in {
             "/call": self.call, "/echo": self.echo, "/refuse": self.refuse, "/downstream": self.downstream,
-            "/bug": self.bug, "/hang": self.hang, "/not_json": self.not_json}.items()]
+            "/bug": self.bug, "/hang": self.hang, "/not_json": self.not_json,
+            "/cancelled_hangs": self.cancelled}.items()]
 
     async def call(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
         """POST body["send"] to the peer's body["path"]: the reply, or the failure, and the body sent as it is after
@@ -44,7 +47,14 @@ class HopServer(BaseServer):
         raise ValueError("a handler bug")
 
     async def hang(self, body: Any, request: Request) -> Any:
-        await asyncio.Event().wait()  # never set: only the caller's deadline ends it
+        try:
+            await asyncio.Event().wait()  # never set: only the caller's deadline ends it
+        except asyncio.CancelledError:
+            type(self).cancelled_hangs += 1
+            raise
+
+    async def cancelled(self, body: Any, request: Request) -> dict[str, int]:
+        return {"cancelled_hangs": type(self).cancelled_hangs}
 
     async def not_json(self, body: Any, request: Request) -> Any:
         return {"not json": {1, 2}}

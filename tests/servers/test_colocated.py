@@ -49,6 +49,11 @@ def _outcomes(tmp_path: Path, colocate: bool) -> dict[str, Any]:
         pids = {name: httpx.get(f"{url}/health", trust_env=False).json()["pid"] for name, url in stack.servers().items()}
         out = {name: httpx.post(f"{caller}/call", json=call, trust_env=False, timeout=30).json()
                for name, call in CALLS.items()}
+        # In process, the caller's deadline cancels the callee's handler with the call (its reply has come back by
+        # now); over HTTP the callee is another process, which the caller cannot cancel.
+        cancelled = httpx.post(f"{stack.url('callee')}/cancelled_hangs", json={}, trust_env=False).json()
+        if colocate:
+            assert cancelled == {"cancelled_hangs": 1}
         together = [p.pid for p in psutil.Process(stack.popen.pid).children()]
         stack.popen.send_signal(signal.SIGTERM)
         assert stack.popen.wait(timeout=30) == 0
