@@ -4,8 +4,9 @@
 
 Both stacks serve the same example weather environment (`example_single_tool_call` + `simple_agent` + `vllm_model`)
 in front of one instant stub Chat Completions model (benchmarks/perf/stub_chat.py, started by our ng_run), and each
-side's own `ng_collect_rollouts` runs the same rows at the same concurrency, alternating ours and theirs: 2,000 rows
-at 64 concurrent and 10,000 rows at 256. Rate = rows / wall time of the whole collection command, measured the same
+side's own `ng_collect_rollouts` runs the same rows at the same concurrency: 2,000 rows at 64 concurrent and
+10,000 rows at 256. NeMo Gym's stack is up only while its runs are made, before ours: its Ray works while idle,
+which would slow ours on a small machine. Rate = rows / wall time of the whole collection command, measured the same
 way on both sides (NeMo Gym also post-processes after its last rollout; that is part of its command); peak RSS =
 the collector process's VmHWM. Ours runs twice per case, one process per server (`ours`) and the servers in one
 process (`ours_colocated`, `+colocate_servers=true`, a second stack). Ratios: ours / NeMo Gym, each. NeMo Gym's ng_run gets a free head port (never 11000) and a
@@ -138,19 +139,30 @@ def main() -> None:
     with recording("nemo_gym_reference", args.quick) as recorder, \
             tempfile.TemporaryDirectory(prefix="ngref_", dir="/tmp") as tmp:  # short: Ray's socket paths
         work = Path(tmp)
-        runs = []
-        with weather_stack(work / "ours") as stack, reference_stack(work / "ref", stack.model_base_url) as port, \
-                weather_stack(work / "colocated", colocate=True) as colocated_stack:
+        inputs = {case: write_rows(work / f"rows_{case[0]}.jsonl", case[0]) for case in cases}
+        theirs, ours, colocated = {}, {}, {}
+        # The apart stack serves the stub to both sides. Each other stack is up only for its own runs: NeMo Gym's
+        # Ray keeps working while idle, and on two cores that would fall on ours.
+        with weather_stack(work / "ours") as stack:
+            with reference_stack(work / "ref", stack.model_base_url) as port:
+                for rows, concurrency in cases:
+                    theirs[rows, concurrency] = reference_collect(work / "ref", port, inputs[rows, concurrency],
+                                                                  work / f"ref_{rows}.jsonl", concurrency)
+                    print(f"NeMo Gym 0.4.0, {rows} rows, {concurrency} concurrent: {theirs[rows, concurrency]}",
+                          flush=True)
             for rows, concurrency in cases:
-                inputs = write_rows(work / f"rows_{rows}.jsonl", rows)
-                ours = ours_collect(stack, inputs, work / f"ours_{rows}.jsonl", concurrency)
-                print(f"ours, {rows} rows, {concurrency} concurrent: {ours}", flush=True)
-                colocated = ours_collect(colocated_stack, inputs, work / f"colocated_{rows}.jsonl", concurrency)
-                print(f"ours colocated, {rows} rows, {concurrency} concurrent: {colocated}", flush=True)
-                theirs = reference_collect(work / "ref", port, inputs, work / f"ref_{rows}.jsonl", concurrency)
-                print(f"NeMo Gym 0.4.0, {rows} rows, {concurrency} concurrent: {theirs}", flush=True)
-                runs.append({"rows": rows, "concurrency": concurrency, "ours": ours, "ours_colocated": colocated,
-                             "nemo_gym_0_4_0": theirs})
+                ours[rows, concurrency] = ours_collect(stack, inputs[rows, concurrency], work / f"ours_{rows}.jsonl",
+                                                       concurrency)
+                print(f"ours, {rows} rows, {concurrency} concurrent: {ours[rows, concurrency]}", flush=True)
+            with weather_stack(work / "colocated", colocate=True) as colocated_stack:
+                for rows, concurrency in cases:
+                    colocated[rows, concurrency] = ours_collect(colocated_stack, inputs[rows, concurrency],
+                                                                work / f"colocated_{rows}.jsonl", concurrency)
+                    print(f"ours colocated, {rows} rows, {concurrency} concurrent: {colocated[rows, concurrency]}",
+                          flush=True)
+        runs = [{"rows": rows, "concurrency": concurrency, "ours": ours[rows, concurrency],
+                 "ours_colocated": colocated[rows, concurrency], "nemo_gym_0_4_0": theirs[rows, concurrency]}
+                for rows, concurrency in cases]
         ratios = {f"{run['rows']}_rows_{run['concurrency']}_concurrent": {
             "rollouts_per_s_ours_vs_nemo_gym": round(run["ours"]["rollouts_per_s"]
                                                      / run["nemo_gym_0_4_0"]["rollouts_per_s"], 2),
