@@ -140,10 +140,13 @@ def main() -> None:
             tempfile.TemporaryDirectory(prefix="ngref_", dir="/tmp") as tmp:  # short: Ray's socket paths
         work = Path(tmp)
         inputs = {case: write_rows(work / f"rows_{case[0]}.jsonl", case[0]) for case in cases}
-        theirs, ours, colocated = {}, {}, {}
+        theirs: dict[tuple[int, int], dict[str, Any]] = {}
+        ours: dict[tuple[int, int], dict[str, Any]] = {}
+        colocated: dict[tuple[int, int], dict[str, Any]] = {}
         # The apart stack serves the stub to both sides. Each other stack is up only for its own runs: NeMo Gym's
         # Ray keeps working while idle, and on two cores that would fall on ours.
         with weather_stack(work / "ours") as stack:
+            assert stack.model_base_url is not None  # weather_stack's own stub
             with reference_stack(work / "ref", stack.model_base_url) as port:
                 for rows, concurrency in cases:
                     theirs[rows, concurrency] = reference_collect(work / "ref", port, inputs[rows, concurrency],
@@ -160,9 +163,10 @@ def main() -> None:
                                                                 work / f"colocated_{rows}.jsonl", concurrency)
                     print(f"ours colocated, {rows} rows, {concurrency} concurrent: {colocated[rows, concurrency]}",
                           flush=True)
-        runs = [{"rows": rows, "concurrency": concurrency, "ours": ours[rows, concurrency],
-                 "ours_colocated": colocated[rows, concurrency], "nemo_gym_0_4_0": theirs[rows, concurrency]}
-                for rows, concurrency in cases]
+        runs: list[dict[str, Any]] = [
+            {"rows": rows, "concurrency": concurrency, "ours": ours[rows, concurrency],
+             "ours_colocated": colocated[rows, concurrency], "nemo_gym_0_4_0": theirs[rows, concurrency]}
+            for rows, concurrency in cases]
         ratios = {f"{run['rows']}_rows_{run['concurrency']}_concurrent": {
             "rollouts_per_s_ours_vs_nemo_gym": round(run["ours"]["rollouts_per_s"]
                                                      / run["nemo_gym_0_4_0"]["rollouts_per_s"], 2),
