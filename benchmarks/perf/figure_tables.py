@@ -263,20 +263,27 @@ def colocated(r: Report) -> str:
     if (failed := _failed(r)) is not None:
         return failed
     out = [f"Source: {source(r)}.", "",
-           "| servers | rows | in flight | round | rollouts/s | cpu-ms/rollout | stack / bare client, same requests "
-           "| load |", "|---|---|---|---|---|---|---|---|"]
+           "| servers | rows | in flight | round | rollouts/s | cpu-ms/rollout | bare client, requests/s (median of "
+           f"{r['settings']['bare_runs_per_round']}) | stack / bare client, same requests | load |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for run in r["runs"]:
         out.append(f"| {run['layout']} | {_n(run['rows'])} | {run['concurrency']} | {run['round'] + 1} | "
                    f"{_rate(run['rollouts_per_s'])} | {run['cpu_ms_per_rollout']:.3f} | "
-                   f"{run['stack_vs_bare_same_requests']:.3f} | {run['load_average']} |")
+                   f"{_rate(run['bare_aiohttp_requests_per_s'])} | {run['stack_vs_bare_same_requests']:.3f} | "
+                   f"{run['load_average']} |")
     out.append("")
+
+    def spread(summary: dict[str, float], unit: str = "") -> str:
+        return f"{summary['median']:.2f}{unit} ({summary['min']:.2f}-{summary['max']:.2f})"
+
     for case, ratios in r["ratios"].items():
         rows, concurrency = case.split("_rows_")
         bare = ratios["stack_vs_bare_same_requests"]
-        out.append(f"* {_n(int(rows))} rows at {concurrency.removesuffix('_concurrent')} in flight, best round of "
-                   f"each: colocated / apart **{ratios['rollouts_per_s_colocated_vs_apart']:.2f}x** rollouts/s, "
-                   f"**{ratios['cpu_ms_per_rollout_colocated_vs_apart']:.2f}x** CPU-ms per rollout; stack / bare "
-                   f"client {bare['apart']:.2f} (apart) and {bare['colocated']:.2f} (colocated).")
+        out.append(f"* {_n(int(rows))} rows at {concurrency.removesuffix('_concurrent')} in flight, medians over "
+                   f"the rounds (their range): colocated / apart "
+                   f"**{spread(ratios['rollouts_per_s_colocated_vs_apart'], 'x')}** rollouts/s, "
+                   f"**{spread(ratios['cpu_ms_per_rollout_colocated_vs_apart'], 'x')}** CPU-ms per rollout; stack / "
+                   f"bare client {spread(bare['apart'])} apart and {spread(bare['colocated'])} colocated.")
     return "\n".join(out)
 
 
