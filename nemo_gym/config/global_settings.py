@@ -34,9 +34,9 @@ class ServerProcessSettings(Settings):
 
     colocate_servers: bool = False
     """Run the servers in one process, where they call each other without HTTP (docs/performance.md, "Servers in
-    one process"). Each runs as one process, all of them on one core, with one log (colocated.log), and each one's
-    settings, secrets included, are in the memory of all. Never with traces on, nor for a server that sets
-    `own_process` or more than one worker."""
+    one process"). They run as one process, all of them on one core, with one log file (colocated.log, each line
+    naming its server), and each one's settings, secrets included, are in the memory of all. Never with traces on,
+    nor for a server that sets `own_process` or more than one worker."""
 
 
 class RunSettings(LoaderSettings, ServerProcessSettings):

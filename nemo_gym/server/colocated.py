@@ -8,7 +8,8 @@ handler never shares an object with its caller, and every failure reads as over 
 `http_client.json_reply`). Each server still serves its own port, for the collector and everything outside.
 
 Off by default (`+colocate_servers=true` turns it on, `colocated_names` says for which servers): one process uses
-one core, and its servers share one log.
+one core, and its servers share one log file (each line names the server whose code wrote it:
+`logs.SERVING`).
 """
 
 import asyncio
@@ -28,6 +29,7 @@ from nemo_gym.http_client import InProcess
 from nemo_gym.open_files import allow_open_files_up_to_hard_limit
 from nemo_gym.server import in_process
 from nemo_gym.server.base import BaseServer, JsonHandler, json_answer
+from nemo_gym.server.logs import SERVING
 from nemo_gym.server.workers import reuseport_socket
 
 
@@ -44,12 +46,16 @@ def colocated_names(classes: Mapping[str, type[BaseServer]], settings: Mapping[s
     return names if len(names) >= 2 else []
 
 
-def _answer(path: str, handler: JsonHandler) -> InProcess:
+def _answer(name: str, path: str, handler: JsonHandler) -> InProcess:
     async def answer(raw: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         request = Request({"type": "http", "method": "POST", "path": path, "query_string": b"",
                            "headers": [(key.lower().encode("latin-1"), value.encode("latin-1"))
                                        for key, value in headers.items()]})
-        return await json_answer(path, handler, raw, request)
+        serving = SERVING.set(name)  # what the callee logs is its own, as in a process of its own
+        try:
+            return await json_answer(path, handler, raw, request)
+        finally:
+            SERVING.reset(serving)
 
     return answer
 
@@ -66,7 +72,8 @@ class _Member(uvicorn.Server):
         yield
 
 
-async def _serve_one(server: uvicorn.Server, sock: socket.socket) -> None:
+async def _serve_one(name: str, server: uvicorn.Server, sock: socket.socket) -> None:
+    SERVING.set(name)  # this task's own context: what it serves, and every task that starts from it, logs as `name`
     try:
         await server.serve(sockets=[sock])
     except SystemExit:  # how uvicorn ends a server whose start-up failed (it logged why): the group stops
@@ -81,7 +88,7 @@ async def _serve_all(servers: list[BaseServer]) -> int:
         member = _Member(server.uvicorn_config(host, port))  # builds the server's app, and its json_handlers
         members.append((server, member, reuseport_socket(host, port)))
         in_process.add(server.name, in_process.Here(
-            {path: (f"http://{host}:{port}{path}", _answer(path, handler))
+            {path: (f"http://{host}:{port}{path}", _answer(server.name, path, handler))
              for path, handler in server.json_handlers.items()}, serving=_started(member)))
     stopping = asyncio.Event()
 
@@ -93,7 +100,7 @@ async def _serve_all(servers: list[BaseServer]) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
-    tasks = {asyncio.create_task(_serve_one(uvicorn_server, sock)): server.name
+    tasks = {asyncio.create_task(_serve_one(server.name, uvicorn_server, sock)): server.name
              for server, uvicorn_server, sock in members}
     done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     failed = [] if stopping.is_set() else [tasks[task] for task in done]

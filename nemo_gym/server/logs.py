@@ -3,10 +3,14 @@
 import logging
 import sys
 import time
+from contextvars import ContextVar
 
 import orjson
 
 _SECRETS: set[str] = set()
+# In a process that serves several servers (server/colocated.py): the one whose code runs now. Each server's serving
+# task sets it, the tasks it starts inherit it, and a call from one server to another sets the callee's for the call.
+SERVING: ContextVar[str | None] = ContextVar("serving", default=None)
 
 
 def register_secrets(values: set[str]) -> None:
@@ -22,6 +26,9 @@ def scrub(text: str) -> str:
 
 
 class JsonLineFormatter(logging.Formatter):
+    """Each record as a JSON line naming the server it came from: the process's (`server`), or in a process that
+    serves several, the one whose code logged it (`SERVING`)."""
+
     def __init__(self, server: str) -> None:
         super().__init__()
         self.server = server
@@ -30,7 +37,7 @@ class JsonLineFormatter(logging.Formatter):
         entry = {
             "ts": round(time.time(), 3),
             "level": record.levelname.lower(),
-            "server": self.server,
+            "server": SERVING.get() or self.server,
             "logger": record.name,
             "msg": record.getMessage(),
         }

@@ -2,6 +2,7 @@
 that share a process (nemo_gym.server.colocated): the same answers and failures as over HTTP."""
 
 import asyncio
+import logging
 import os
 from typing import Any
 
@@ -10,6 +11,8 @@ from starlette.routing import Route
 
 from nemo_gym.failures import FailureClass, RequestFailed
 from nemo_gym.server import BaseServer, HandlerError, json_route
+
+logger = logging.getLogger(__name__)
 
 
 class HopServer(BaseServer):
@@ -25,6 +28,7 @@ class HopServer(BaseServer):
         """POST body["send"] to the peer's body["path"]: the reply, or the failure, and the body sent as it is after
         the call (a callee that changed what it got must not change the caller's object)."""
         sent = body["send"]
+        logger.info("calling %s", body["path"])
         try:
             reply: Any = await self.servers.post(self.config["peer"]["name"], body["path"], sent,
                                                  headers={"x-probe": "p1"}, timeout_s=body.get("timeout_s"))

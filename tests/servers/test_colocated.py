@@ -1,12 +1,13 @@
 """Servers that share a process (`+colocate_servers=true`, nemo_gym.server.colocated) answer each other as they do
-over HTTP: the same replies and failures, a body the callee changes is not the caller's, and a deadline still ends a
-call that hangs. Run through ng_run both ways, side by side."""
+over HTTP: the same replies and failures, a body the callee changes is not the caller's, a deadline still ends a
+call that hangs, and each log line names the server that wrote it. Run through ng_run both ways, side by side."""
 
 import signal
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import psutil
 import pytest
 
@@ -44,7 +45,9 @@ def _outcomes(tmp_path: Path, colocate: bool) -> dict[str, Any]:
     workdir = tmp_path / f"colocate_{colocate}"
     workdir.mkdir()
     (workdir / "c.yaml").write_text(HOPS)
-    with running_stack(["+config_paths=[c.yaml]", f"+colocate_servers={str(colocate).lower()}"], workdir) as stack:
+    logs = workdir / "logs"
+    with running_stack(["+config_paths=[c.yaml]", f"+colocate_servers={str(colocate).lower()}", f"+log_dir={logs}"],
+                       workdir) as stack:
         caller = stack.url("caller")
         pids = {name: httpx.get(f"{url}/health", trust_env=False).json()["pid"] for name, url in stack.servers().items()}
         out = {name: httpx.post(f"{caller}/call", json=call, trust_env=False, timeout=30).json()
@@ -58,13 +61,20 @@ def _outcomes(tmp_path: Path, colocate: bool) -> dict[str, Any]:
         stack.popen.send_signal(signal.SIGTERM)
         assert stack.popen.wait(timeout=30) == 0
         assert _wait_gone(together) == []
-    return {"pids": pids, "calls": out}
+    lines = [orjson.loads(line) for path in logs.glob("*.log") for line in path.read_bytes().splitlines()]
+    # The caller logs as it calls; the callee's json_answer logs the bug it met (in process: inside the caller's call)
+    logged_by = {message: sorted({line["server"] for line in lines if line["msg"] == message})
+                 for message in ("calling /bug", "handler /bug failed")}
+    return {"pids": pids, "calls": out, "logged_by": logged_by, "log_files": sorted(p.name for p in logs.glob("*.log"))}
 
 
 def test_servers_in_one_process_answer_and_fail_as_over_http(tmp_path: Path) -> None:
     apart, together = _outcomes(tmp_path, colocate=False), _outcomes(tmp_path, colocate=True)
     assert apart["pids"]["caller"] != apart["pids"]["callee"]
     assert together["pids"]["caller"] == together["pids"]["callee"]
+    assert apart["log_files"] == ["callee.log", "caller.log"] and together["log_files"] == ["colocated.log"]
+    for outcome in (apart, together):
+        assert outcome["logged_by"] == {"calling /bug": ["caller"], "handler /bug failed": ["callee"]}
     for outcome in (apart, together):
         echo = outcome["calls"]["echo"]
         assert echo["reply"]["got"] == CALLS["echo"]["send"] and echo["reply"]["header"] == "p1"
