@@ -62,8 +62,9 @@ def _reference_env(work: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS", "VIRTUAL_ENV")}
     ray_tmp = work / "ray"
     ray_tmp.mkdir(exist_ok=True)
+    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keeps Ray's node on loopback, not the machine's outward address.
     return {**env, "RAY_TMPDIR": str(ray_tmp), "PATH": f"{NG_VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-            "PYTHONUNBUFFERED": "1"}
+            "PYTHONUNBUFFERED": "1", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
 def _site_packages() -> Path:

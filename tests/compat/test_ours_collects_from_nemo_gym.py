@@ -19,6 +19,8 @@ def test_our_collector_runs_every_row_once_on_nemo_gyms_stack_with_native_reward
     chat_args = [f"+config_paths=[{chat_stub_config(tmp_path / 'chat.yaml')}]", f"+log_dir={tmp_path / 'chat_logs'}"]
     with running_stack(chat_args, cwd=tmp_path, timeout_s=300) as chat:
         with reference_stack(tmp_path / "reference", f"{chat.url('chat_stub')}/v1") as reference:
+            # Its Ray, too, on loopback (left to itself, it takes the machine's outward address)
+            assert "Started Ray cluster at 127.0.0.1:" in reference.log_path.read_text()
             result = our_collect(tmp_path, reference.head_url, rows, ours, *SEEDED)
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
             theirs = reference_collect(tmp_path, reference.head_port, rows, native, *SEEDED)

@@ -36,6 +36,7 @@ AGENT = "example_single_tool_call_simple_agent"
 TAG_ENV = "NG_COMPAT_TEST_TAG"
 READY = re.compile(rb"All (\d+) / \1 servers ready")
 REFERENCE_STOP_GRACE_S = 60.0
+RAY_CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def site_packages() -> Path:
@@ -58,9 +59,12 @@ def example_rows() -> Path:
 
 def reference_env(tag: str | None = None) -> dict[str, str]:
     """The environment NeMo Gym's commands run in: none of our PYTHONPATH (both packages are called nemo_gym), no
-    other Ray cluster to join, and Ray's usage reporting off."""
+    other Ray cluster to join, Ray on loopback, and Ray's usage reporting off."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS", "VIRTUAL_ENV")}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # Ray's node on loopback: otherwise it takes the address of the machine's outward interface, and tests send
+    # nothing beyond loopback. (Ray reads this switch on every platform; off, a node is local-only.)
+    env[RAY_CLUSTER_SWITCH] = "0"
     if tag:
         env[TAG_ENV] = tag
     return env
