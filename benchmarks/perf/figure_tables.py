@@ -377,6 +377,14 @@ def nemo_gym_reference(r: Report) -> str:
         out.append(f"| {_n(run['rows'])}, {run['concurrency']} | {_rate(ours['rollouts_per_s'])} | "
                    f"{_rate(theirs['rollouts_per_s'])} | **{ours['rollouts_per_s'] / theirs['rollouts_per_s']:.1f}x** | "
                    f"{beside} | {ours['peak_rss_mb']} vs {theirs['peak_rss_mb']} MB | {theirs['load_average']} |")
+    out.append("")
+    for run in r["runs"]:
+        layouts = [(label, run[key]) for key, label in (("ours", "one process per server"),
+                                                        ("ours_colocated", "servers in one process"))
+                   if "collection_rollouts_per_s" in run.get(key, {})]  # recorded since the collection's own rate
+        out += [f"* {_n(run['rows'])} rows, ours, {label}: {_rate(ours['collection_rollouts_per_s'])} rollouts/s "
+                f"during the collection; {ours['wall_s'] - run['rows'] / ours['collection_rollouts_per_s']:.2f} s of "
+                f"the command's {ours['wall_s']:.2f} s were start-up and aggregation." for label, ours in layouts]
     return "\n".join(out)
 
 
