@@ -4,17 +4,18 @@ benchmarks/results/collector.json.
     .venv/bin/python -m benchmarks.perf.collector            # all of it
     .venv/bin/python -m benchmarks.perf.collector --quick    # smaller row counts, no 1M run
 
-Measured: (1) orchestration throughput of the full stack (collector -> simple_agent -> vllm_model -> instant stub
-chat model, weather environment) at 64/256/1024 concurrent, each beside a bare client in this process (ours, then
-aiohttp's) posting a chat request straight to the same stub as many times at the same concurrency. A rollout asks
-the model twice, so the bare client sends the stack's requests to the stub in twice its time per request:
-`stack_vs_bare_same_requests` is the stack's rollouts/s over half the bare client's requests/s (1.0: the stack
-costs nothing beyond the model's requests), `stack_vs_bare_client` over all of it; also 2,000 rows at 64; (2) collector peak RSS at
-10k/200k rows on the full stack and at 10k/1M rows on the tests' instant agent; (3) resume scan time of the output
-file; (4) CPU per rollout at 1k/10k/100k rows on the full stack at 256 concurrent: every process's CPU over the
-run, less a run's fixed cost (the CPU of a run of one row, every process's: the collector's imports, config and
-preflight among it), per rollout beyond the first, so that a cost growing with the run's length shows. Ratios: each concurrency against 64, the largest row
-count's peak RSS (and CPU per rollout) against the smallest's. Never run by the test suite.
+Measured: (1) orchestration throughput of the full stack (collector -> simple_agent -> vllm_model -> instant stub chat
+model, weather environment) at 64/256/1024 concurrent, each beside a bare client in this process (ours, then
+aiohttp's) posting a chat request straight to the same stub as many times at the same concurrency (the median of three
+runs each: http_clients.bare_requests_per_s). A rollout asks the model twice, so the bare client sends the stack's
+requests to the stub in twice its time per request: `stack_vs_bare_same_requests` is the stack's rollouts/s over half
+the bare client's requests/s (1.0: the stack costs nothing beyond the model's requests), `stack_vs_bare_client` over
+all of it; also 2,000 rows at 64; (2) collector peak RSS at 10k/200k rows on the full stack and at 10k/1M rows on the
+tests' instant agent; (3) resume scan time of the output file; (4) CPU per rollout at 1k/10k/100k rows on the full
+stack at 256 concurrent: every process's CPU over the run, less a run's fixed cost (the CPU of a run of one row, every
+process's: the collector's imports, config and preflight among it), per rollout beyond the first, so that a cost
+growing with the run's length shows. Ratios: each concurrency against 64, the largest row count's peak RSS (and CPU
+per rollout) against the smallest's. Never run by the test suite.
 """
 
 import argparse
@@ -23,10 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import uvloop
-
 from benchmarks.perf.harness import WEATHER_AGENT, instant_agent_stack, run_collector, weather_stack, write_rows
-from benchmarks.perf.http_clients import with_aiohttp, with_nemo_gym
+from benchmarks.perf.http_clients import bare_requests_per_s, with_aiohttp, with_nemo_gym
 from benchmarks.perf.results import best_by_concurrency, load_average, recording
 from nemo_gym.rollout_collection.store import scan_done
 
@@ -58,12 +57,14 @@ def throughput(work: Path, rows: int, concurrencies: list[int], rounds: int) -> 
                 output = work / f"tp_{concurrency}_{index}.jsonl"
                 result = run_collector(stack, inputs, output, WEATHER_AGENT, concurrency)
                 chat = f"{stack.model_base_url}/chat/completions"
-                bare = {name: uvloop.run(client(chat, rows, concurrency))["requests_per_s"]
-                        for name, client in BARE_CLIENTS.items()}
+                measured = {name: bare_requests_per_s(client, chat, rows, concurrency)
+                            for name, client in BARE_CLIENTS.items()}
+                bare = {name: rate for name, (rate, _) in measured.items()}
                 out.append(_row(f"full stack, {concurrency} concurrent, {rows} rows",
                                 f"{result['rollouts_per_s']:.0f}/s {result['cpu_ms_per_rollout']:.2f} cpu-ms",
                                 {"concurrency": concurrency, "round": index, **result,
                                  "bare_client_requests_per_s": bare,
+                                 "bare_client_runs": {name: runs for name, (_, runs) in measured.items()},
                                  "stack_vs_bare_client": {name: round(result["rollouts_per_s"] / rate, 3)
                                                           for name, rate in bare.items()},
                                  "stack_vs_bare_same_requests": {

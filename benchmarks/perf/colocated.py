@@ -7,34 +7,25 @@ colocated, run the same rows at the same concurrency in turn, round after round 
 beside the bare aiohttp client posting the stack's own model requests (two per rollout) straight to that stack's
 stub in the same round: `stack_vs_bare_same_requests` as in `collector` (1.0: the stack costs nothing beyond the
 model's requests). The bare client is bound by its own CPU, which varies by a third from one run to the next on a
-shared machine, so each round takes the median of `BARE_RUNS` of its runs. Cases: 10,000 rows at 256 concurrent and
-2,000 at 64. Ratios: per round, colocated / apart rollouts/s and CPU-ms per rollout, and each layout's stack / bare
-client; each reported as the median over the rounds, with the rounds' range. Writes
-benchmarks/results/colocated.json. Never run by the test suite.
+shared machine, so each round takes the median of three of its runs (http_clients.bare_requests_per_s). Cases:
+10,000 rows at 256 concurrent and 2,000 at 64. Ratios: per round, colocated / apart rollouts/s and CPU-ms per
+rollout, and each layout's stack / bare client; each reported as the median over the rounds, with the rounds'
+range. Writes benchmarks/results/colocated.json. Never run by the test suite.
 """
 
 import argparse
 import tempfile
-from statistics import median
 from contextlib import ExitStack
 from pathlib import Path
+from statistics import median
 from typing import Any
 
-import uvloop
-
 from benchmarks.perf.harness import WEATHER_AGENT, run_collector, weather_stack, write_rows
-from benchmarks.perf.http_clients import with_aiohttp
+from benchmarks.perf.http_clients import BARE_RUNS, bare_requests_per_s, with_aiohttp
 from benchmarks.perf.results import load_average, recording
 
 MODEL_CALLS_PER_ROLLOUT = 2  # the weather rollout: a tool call, then the answer
 LAYOUTS = {"apart": False, "colocated": True}  # colocate_servers (false: ng_run's default)
-BARE_RUNS = 3
-
-
-def _bare_requests_per_s(url: str, requests: int, concurrency: int) -> tuple[float, list[float]]:
-    runs = [uvloop.run(with_aiohttp(url, requests, concurrency))["requests_per_s"] for _ in range(BARE_RUNS)]
-    return median(runs), runs
-
 
 def _summary(values: list[float]) -> dict[str, Any]:
     return {"median": round(median(values), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
@@ -71,7 +62,7 @@ def main() -> None:
                     result = run_collector(stack[name], inputs, work / f"{name}_{rows}_{index}.jsonl",
                                            WEATHER_AGENT, concurrency, "+adaptive_concurrency=false")
                     chat = f"{stack[name].model_base_url}/chat/completions"
-                    bare, bare_runs = _bare_requests_per_s(chat, rows, concurrency)
+                    bare, bare_runs = bare_requests_per_s(with_aiohttp, chat, rows, concurrency)
                     run = {"layout": name, "rows": rows, "concurrency": concurrency, "round": index,
                            "rollouts_per_s": result["rollouts_per_s"],
                            "cpu_ms_per_rollout": result["cpu_ms_per_rollout"],

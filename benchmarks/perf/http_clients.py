@@ -15,7 +15,8 @@ import resource
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from statistics import median
+from typing import Any, Awaitable, Callable, Coroutine
 
 import aiohttp
 import httpx
@@ -83,6 +84,15 @@ async def with_nemo_gym(url: str, requests: int, concurrency: int) -> dict[str, 
 
 
 CLIENTS = {"nemo_gym": with_nemo_gym, "aiohttp": with_aiohttp, "httpx": with_httpx}
+BARE_RUNS = 3
+
+
+def bare_requests_per_s(client: Callable[[str, int, int], Coroutine[Any, Any, dict[str, float]]], url: str,
+                        requests: int, concurrency: int) -> tuple[float, list[float]]:
+    """A bare client as the baseline of a stack: the median requests/s of `BARE_RUNS` runs, and the runs. A bare
+    client is bound by its own CPU, whose rate moves by a third from one run to the next on a shared machine."""
+    runs = [uvloop.run(client(url, requests, concurrency))["requests_per_s"] for _ in range(BARE_RUNS)]
+    return median(runs), runs
 
 
 def main() -> None:
