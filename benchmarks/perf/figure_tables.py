@@ -139,8 +139,11 @@ def collector(r: Report) -> str:
     if "stack_vs_bare_client" in r["ratios"]:
         bare = "; ".join(f"with {client}'s client " + ", ".join(f"{c}: **{ratio:.2f}**" for c, ratio in by_c.items())
                          for client, by_c in r["ratios"]["stack_vs_bare_client"].items())
+        # Since http_clients.bare_requests_per_s: the bare client's rate in a round is the median of its runs there
+        median_of = len(r["throughput"][0].get("bare_client_runs", {}).get("aiohttp", []))
+        bare_rate = f"; the bare client's rate the median of its {median_of} runs in that round" if median_of else ""
         out += ["", "Full stack rollouts/s over a bare client's chat requests/s straight to the same stub, at the same "
-                f"concurrency, in the same round (best run of each): {bare}."]
+                f"concurrency, in the same round (best run of the stack{bare_rate}): {bare}."]
     if "stack_vs_bare_same_requests" in r["ratios"]:
         same = r["ratios"]["stack_vs_bare_same_requests"]
         short = next((key for key in r["ratios"] if key.startswith("stack_vs_bare_same_requests_")), None)
