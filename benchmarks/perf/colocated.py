@@ -27,15 +27,14 @@ from benchmarks.perf.results import load_average, recording
 MODEL_CALLS_PER_ROLLOUT = 2  # the weather rollout: a tool call, then the answer
 LAYOUTS = {"apart": False, "colocated": True}  # colocate_servers (false: ng_run's default)
 
+
 def _summary(values: list[float]) -> dict[str, Any]:
     return {"median": round(median(values), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
 
 
 def _of(runs: list[dict[str, Any]], layout: str, rows: int, concurrency: int) -> list[dict[str, Any]]:
-    """The case's runs of `layout`, by round."""
-    case = (layout, rows, concurrency)
-    return sorted((run for run in runs if (run["layout"], run["rows"], run["concurrency"]) == case),
-                  key=lambda run: run["round"])
+    """The case's runs of `layout`, by round (the order they ran in)."""
+    return [run for run in runs if (run["layout"], run["rows"], run["concurrency"]) == (layout, rows, concurrency)]
 
 
 def main() -> None:

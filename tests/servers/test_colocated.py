@@ -61,11 +61,12 @@ def _outcomes(tmp_path: Path, colocate: bool) -> dict[str, Any]:
         stack.popen.send_signal(signal.SIGTERM)
         assert stack.popen.wait(timeout=30) == 0
         assert _wait_gone(together) == []
-    lines = [orjson.loads(line) for path in logs.glob("*.log") for line in path.read_bytes().splitlines()]
+    log_files = sorted(logs.glob("*.log"))
+    lines = [orjson.loads(line) for path in log_files for line in path.read_bytes().splitlines()]
     # The caller logs as it calls; the callee's json_answer logs the bug it met (in process: inside the caller's call)
     logged_by = {message: sorted({line["server"] for line in lines if line["msg"] == message})
                  for message in ("calling /bug", "handler /bug failed")}
-    return {"pids": pids, "calls": out, "logged_by": logged_by, "log_files": sorted(p.name for p in logs.glob("*.log"))}
+    return {"pids": pids, "calls": out, "logged_by": logged_by, "log_files": [path.name for path in log_files]}
 
 
 def test_servers_in_one_process_answer_and_fail_as_over_http(tmp_path: Path) -> None:
