@@ -36,7 +36,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _text(value: str) -> str:
     """`value` as text UTF-8 can encode: a lone surrogate (a broken byte kept by surrogateescape, a lone \\ud800
     escape in a JSON file) becomes U+FFFD, as a browser shows broken UTF-8."""
-    return _SURROGATE.sub("\ufffd", value)
+    return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
 
 
 def escape(value: object) -> Html:
@@ -127,8 +127,15 @@ def document(title: str, head: Child, body: Child, **body_attributes: AttrValue)
         el("body", body, **body_attributes), lang="en"))
 
 
+def _cell(value: Child) -> Html:
+    return escape(value) if type(value) is str else fragment(value)  # the usual cell first: one text
+
+
 def table(headers: Iterable[Child], rows: Iterable[Iterable[Child]], css: str | None = None) -> Html:
     """A table: a header row, then one row per item of `rows`, one cell per value (text escaped)."""
     head = el("thead", el("tr", (el("th", h) for h in headers)))
-    body = el("tbody", (el("tr", (el("td", cell) for cell in row)) for row in rows))
+    # What `el` would make of each row, without its checks of a fixed tag: a report's table of every metric can
+    # have thousands of rows.
+    body = Html("<tbody>" + "".join("<tr>" + "".join(f"<td>{_cell(cell)}</td>" for cell in row) + "</tr>"
+                                    for row in rows) + "</tbody>")
     return el("table", head, body, class_=css)

@@ -41,7 +41,7 @@ from benchmarks.fleet.workload import MULTI_TURN
 from benchmarks.perf.harness import WEATHER_AGENT, Stack, _env, weather_stack
 from benchmarks.perf.lifecycle import child_process
 from benchmarks.perf.results import BenchmarkFailed, load_average, recording
-from nemo_gym.responses_api_models.vllm_model.app import REPLICAS_PATH
+from nemo_gym.responses_api_models.stats_paths import REPLICAS_PATH
 from nemo_gym.run_files.paths import RunPaths
 from nemo_gym.run_files.rows import row_key
 

@@ -37,7 +37,7 @@ from benchmarks.perf.results import REPO_ROOT, BenchmarkFailed, recording
 from benchmarks.perf.vllm_server import MODEL_NAME, vllm_server
 from nemo_gym.http_client import get_json_blocking
 from nemo_gym.jsonl_records import iter_records
-from nemo_gym.responses_api_models.vllm_model.app import REPLICAS_PATH
+from nemo_gym.responses_api_models.stats_paths import REPLICAS_PATH
 from nemo_gym.server.supervisor import free_port
 
 MATH_CONFIG = "nemo_gym/resources_servers/math/configs/math.yaml"

@@ -20,7 +20,6 @@ from nemo_gym.pricing import rollout_cost
 PREFIX = "model_calls"
 COST_METRIC = f"{PREFIX}/cost_usd"  # an agent's total: the run's is the sum over its agents
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
-TOKEN_KINDS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
 _BUCKET_GROWTH = 1.01  # a bucket's upper edge over its lower one: 1% resolution
 _LOG_GROWTH = math.log(_BUCKET_GROWTH)
 _SMALLEST_S = 1e-6
@@ -57,14 +56,33 @@ class EndpointStats:
         self.latency_sum_s += call.latency_s
         self.wait_sum_s += call.wait_s
         self.latencies[_bucket(call.latency_s)] += 1
-        for kind in TOKEN_KINDS:
-            count = getattr(call, kind)
+        tokens = self.tokens
+        for kind, count in (("input_tokens", call.input_tokens), ("output_tokens", call.output_tokens),
+                            ("cached_tokens", call.cached_tokens), ("reasoning_tokens", call.reasoning_tokens)):
             if count is not None:
-                self.tokens[kind] = self.tokens.get(kind, 0) + count
+                tokens[kind] = tokens.get(kind, 0) + count
         if call.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
-        self.first_start = min(self.first_start, call.started_at)
-        self.last_end = max(self.last_end, call.started_at + call.wait_s + call.latency_s)
+        if call.started_at < self.first_start:
+            self.first_start = call.started_at
+        end = call.started_at + call.wait_s + call.latency_s
+        if end > self.last_end:
+            self.last_end = end
+
+    def merge(self, other: "EndpointStats") -> None:
+        """Count `other`'s calls in too: the figures are those of both sets of calls together."""
+        self.calls += other.calls
+        self.attempts += other.attempts
+        self.rate_limited += other.rate_limited
+        self.latency_sum_s += other.latency_sum_s
+        self.wait_sum_s += other.wait_sum_s
+        self.latencies.update(other.latencies)
+        for kind, count in other.tokens.items():
+            self.tokens[kind] = self.tokens.get(kind, 0) + count
+        if other.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
+        self.first_start = min(self.first_start, other.first_start)
+        self.last_end = max(self.last_end, other.last_end)
 
     def quantile(self, q: float) -> float:
         """The latency that a share `q` of the calls did not exceed (nearest rank, bucketed)."""
@@ -104,8 +122,7 @@ class CallAccumulator:
 
     def __init__(self) -> None:
         self.rollouts = 0  # rollouts whose row listed its calls
-        self.endpoints: dict[str, EndpointStats] = {}
-        self.overall = EndpointStats()
+        self.endpoints: dict[str, EndpointStats] = {}  # each call is counted once, in its endpoint's
         self.cost_usd = 0.0  # over the priced rollouts
         self.priced_rollouts = 0
 
@@ -123,13 +140,19 @@ class CallAccumulator:
             if stats is None:
                 stats = self.endpoints[call.endpoint] = EndpointStats()
             stats.add(call)
-            self.overall.add(call)
+
+    def overall(self) -> EndpointStats:
+        """The figures over every endpoint's calls."""
+        total = EndpointStats()
+        for stats in self.endpoints.values():
+            total.merge(stats)
+        return total
 
     def metrics(self) -> dict[str, float]:
         """`model_calls/...` over all calls, and per endpoint when there were several; {} without records."""
-        if not self.overall.calls:
+        if not self.endpoints:
             return {}
-        out = {f"{PREFIX}/{name}": value for name, value in self.overall.summary(self.rollouts).items()}
+        out = {f"{PREFIX}/{name}": value for name, value in self.overall().summary(self.rollouts).items()}
         if self.priced_rollouts:  # the sum of the rollouts' costs, as the collector adds them up
             out[COST_METRIC] = self.cost_usd
             out[f"{COST_METRIC}_per_rollout"] = self.cost_usd / self.priced_rollouts

@@ -88,8 +88,14 @@ class ReferenceScores:
                 out[f"pass@{k}/{SCORE}"] = 100.0 * float(self._best_sums[k - 1]) / int(self._best_tasks[k - 1])
             out[f"pass@1[avg-of-{k}]/{SCORE}"] = 100.0 * float(self._avg_sums[k - 1]) / self._tasks
         runs = 100.0 * self._index_sums / np.maximum(self._index_tasks, 1)
-        for k in range(2, len(runs) + 1):
-            std = float(np.std(runs[:k], ddof=1))
-            out[f"pass@1[avg-of-{k}]/{SCORE}/std_dev_across_runs"] = std
-            out[f"pass@1[avg-of-{k}]/{SCORE}/std_err_across_runs"] = std / math.sqrt(k)
+        # The sample std of every prefix of `runs` in one pass (Welford's update), not one numpy call per k.
+        mean = squares = 0.0
+        for k, score in enumerate(runs.tolist(), start=1):
+            delta = score - mean
+            mean += delta / k
+            squares += delta * (score - mean)
+            if k >= 2:
+                std = math.sqrt(squares / (k - 1))
+                out[f"pass@1[avg-of-{k}]/{SCORE}/std_dev_across_runs"] = std
+                out[f"pass@1[avg-of-{k}]/{SCORE}/std_err_across_runs"] = std / math.sqrt(k)
         return out

@@ -38,6 +38,7 @@ from nemo_gym.failures import REFUSAL_FIELD, TOO_MANY_REQUESTS, EndpointRefusal,
 from nemo_gym.http_client import HttpClient, bearer_token
 from nemo_gym.model_calls import ModelCall, public_endpoint, usage_counts
 from nemo_gym.responses_api_models.rate_limits import Budgets, EndpointLimiter, PastDeadline, shared_limiter
+from nemo_gym.responses_api_models.stats_paths import RATE_LIMITED_PATH
 from nemo_gym.server.base import HandlerError, json_route
 
 # Without a Retry-After: wait this long after the first 429, doubling (with jitter) after each further one.
@@ -54,7 +55,6 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _SAID_CHARS = 300  # of an endpoint's own error message
 
-RATE_LIMITED_PATH = "/rate_limited"  # GET: {"rate_limited": the 429s this server's endpoint answered since it started}
 
 
 def retry_after_s(exc: RequestFailed) -> float | None:

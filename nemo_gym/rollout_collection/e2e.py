@@ -31,7 +31,7 @@ from nemo_gym.rollout_collection.config import (
 )
 from nemo_gym.rollout_collection.dry_run import check_collection, plan_collection
 from nemo_gym.rollout_collection.inputs import shared_index_error
-from nemo_gym.rollout_collection.preflight import preflight_config
+from nemo_gym.rollout_collection.config_preflight import preflight_config
 from nemo_gym.rollout_collection.prompt import PromptConfig, PromptFillError, load_prompt_config
 from nemo_gym.rollout_collection.resume_check import check_fresh
 from nemo_gym.rollout_collection.task_groups import SharedIndexCheck

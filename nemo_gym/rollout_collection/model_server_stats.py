@@ -22,9 +22,7 @@ from typing import Any, Callable
 
 from nemo_gym.failures import RequestFailed
 from nemo_gym.http_client import HttpClient
-from nemo_gym.responses_api_models.endpoint_calls import RATE_LIMITED_PATH
-from nemo_gym.responses_api_models.vllm_model.app import REPLICAS_PATH
-from nemo_gym.responses_api_models.vllm_model.engine_load import ENGINE_LOAD_PATH
+from nemo_gym.responses_api_models.stats_paths import ENGINE_LOAD_PATH, RATE_LIMITED_PATH, REPLICAS_PATH
 from nemo_gym.rollout_collection.engine_level import FleetLoad
 from nemo_gym.rollout_collection.preflight import MODELS_KIND
 from nemo_gym.server.client import ServerClient

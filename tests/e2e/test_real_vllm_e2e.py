@@ -15,7 +15,7 @@ import httpx
 import orjson
 import pytest
 
-from nemo_gym.responses_api_models.vllm_model.engine_load import ENGINE_LOAD_PATH
+from nemo_gym.responses_api_models.stats_paths import ENGINE_LOAD_PATH
 
 from tests.helpers.model import check_math_rollouts
 from tests.helpers.stack import REPO_ROOT, environment_config, running_stack

@@ -54,3 +54,17 @@ def test_one_endpoint_gets_no_per_endpoint_copies() -> None:
     accumulator = CallAccumulator()
     accumulator.add(_row(0, [_call("a", 1.0)]))
     assert not any(key.startswith("model_calls/a/") for key in accumulator.metrics())
+
+
+def test_the_figures_over_all_endpoints_are_those_of_all_their_calls() -> None:
+    # Each call is counted once, in its endpoint's figures; the overall ones are merged from them.
+    rng = random.Random(5)
+    calls = [{**_call(rng.choice("abc"), rng.lognormvariate(0.0, 1.0), attempts=rng.randint(1, 3)),
+              "started_at": rng.uniform(0.0, 50.0), "cost_usd": rng.choice([None, 0.001])} for _ in range(500)]
+    split, together = CallAccumulator(), CallAccumulator()
+    for task, call in enumerate(calls):
+        split.add(_row(task, [call]))
+        together.add(_row(task, [{**call, "endpoint": "all"}]))
+    overall = {name: value for name, value in split.metrics().items() if name.count("/") == 1}
+    assert overall == pytest.approx(together.metrics())
+    assert split.metrics()["model_calls/a/count"] < 500  # the endpoints' own figures are there too

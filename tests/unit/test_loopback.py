@@ -32,6 +32,6 @@ def test_the_rule_is_defined_once() -> None:
     import nemo_gym.experience.generation.gloo_wire as gloo_wire
     import nemo_gym.http_wire as http_wire
     import nemo_gym.proxies as proxies
-    import nemo_gym.rollout_collection.preflight as preflight
+    import nemo_gym.rollout_collection.config_preflight as config_preflight
 
-    assert all(module.is_loopback is is_loopback for module in (gloo_wire, http_wire, proxies, preflight))
+    assert all(module.is_loopback is is_loopback for module in (gloo_wire, http_wire, proxies, config_preflight))

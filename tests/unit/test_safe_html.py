@@ -44,3 +44,5 @@ def test_event_handlers_and_text_in_code_elements_cannot_be_written() -> None:
 def test_lone_surrogates_become_replacement_characters() -> None:
     page = document("t\udc80", None, el("p", "x\ud800y", title="\udfff"))
     assert "\ufffd" in page and page.encode("utf-8")  # encodable: a broken byte cannot fail the response
+    cells = table(["h"], [["a\ud800<", 3, None]])  # a table's text cells take the same path
+    assert cells.encode("utf-8") and "<td>a\ufffd&lt;</td><td>3</td><td></td>" in cells

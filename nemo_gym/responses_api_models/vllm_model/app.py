@@ -42,7 +42,8 @@ from nemo_gym.model_calls import REPLY_FIELD, ModelCall, public_endpoint
 from nemo_gym.responses_api_models.endpoint_calls import EndpointCalls
 from nemo_gym.responses_api_models.replay import Journals, replayable
 from nemo_gym.responses_api_models.preflight import PREFLIGHT_PATH, check_endpoint
-from nemo_gym.responses_api_models.vllm_model.engine_load import ENGINE_LOAD_PATH, parse_metrics
+from nemo_gym.responses_api_models.stats_paths import ENGINE_LOAD_PATH, REPLICAS_PATH
+from nemo_gym.responses_api_models.vllm_model.engine_load import parse_metrics
 from nemo_gym.responses_api_models.vllm_model.hang_watch import AnsweredElsewhere, HangWatch
 from nemo_gym.responses_api_models.vllm_model.routing import HEALTH_CLASSES, probe, shared_router
 from nemo_gym.server.base import BaseServer, HandlerError, json_route
@@ -50,7 +51,6 @@ from nemo_gym.traces import switch as traces
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-REPLICAS_PATH = "/replicas"
 # A request that failed for one of these on one replica may be answered by another.
 _FAILOVER_CLASSES = HEALTH_CLASSES | {FailureClass.CONNECT}
 

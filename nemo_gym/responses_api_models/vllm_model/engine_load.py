@@ -11,7 +11,6 @@ once, the "Maximum concurrency" vLLM logs at start (the `kv_cache_max_concurrenc
 import re
 from dataclasses import dataclass
 
-ENGINE_LOAD_PATH = "/engine_load"  # GET on vllm_model: {"replicas": [each replica's EngineLoad, or its error]}
 _SAMPLE = re.compile(r"^(vllm:[a-z_]+)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$", re.M)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
