@@ -20,6 +20,7 @@ from nemo_gym.pricing import rollout_cost
 PREFIX = "model_calls"
 COST_METRIC = f"{PREFIX}/cost_usd"  # an agent's total: the run's is the sum over its agents
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+TOKEN_KINDS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
 _BUCKET_GROWTH = 1.01  # a bucket's upper edge over its lower one: 1% resolution
 _LOG_GROWTH = math.log(_BUCKET_GROWTH)
 _SMALLEST_S = 1e-6
@@ -56,18 +57,14 @@ class EndpointStats:
         self.latency_sum_s += call.latency_s
         self.wait_sum_s += call.wait_s
         self.latencies[_bucket(call.latency_s)] += 1
-        tokens = self.tokens
-        for kind, count in (("input_tokens", call.input_tokens), ("output_tokens", call.output_tokens),
-                            ("cached_tokens", call.cached_tokens), ("reasoning_tokens", call.reasoning_tokens)):
+        for kind in TOKEN_KINDS:
+            count = getattr(call, kind)
             if count is not None:
-                tokens[kind] = tokens.get(kind, 0) + count
+                self.tokens[kind] = self.tokens.get(kind, 0) + count
         if call.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
-        if call.started_at < self.first_start:
-            self.first_start = call.started_at
-        end = call.started_at + call.wait_s + call.latency_s
-        if end > self.last_end:
-            self.last_end = end
+        self.first_start = min(self.first_start, call.started_at)
+        self.last_end = max(self.last_end, call.started_at + call.wait_s + call.latency_s)
 
     def merge(self, other: "EndpointStats") -> None:
         """Count `other`'s calls in too: the figures are those of both sets of calls together."""

@@ -9,5 +9,7 @@ if TYPE_CHECKING:
     from nemo_gym.server.client import ServerClient
 
 __all__ = ["BaseServer", "HandlerError", "json_route", "ServerClient"]
-__getattr__ = lazy_exports(__name__, {"BaseServer": "nemo_gym.server.base", "HandlerError": "nemo_gym.server.base",
-                                      "json_route": "nemo_gym.server.base", "ServerClient": "nemo_gym.server.client"})
+__getattr__ = lazy_exports(__name__, {
+    **dict.fromkeys(("BaseServer", "HandlerError", "json_route"), "nemo_gym.server.base"),
+    "ServerClient": "nemo_gym.server.client",
+})

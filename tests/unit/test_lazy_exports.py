@@ -25,7 +25,7 @@ def test_every_exported_name_resolves_to_its_definition(package: str) -> None:
     module = importlib.import_module(package)
     for name in module.__all__:
         value = getattr(module, name)
-        home = importlib.import_module(value.__module__) if hasattr(value, "__module__") else module
+        home = importlib.import_module(value.__module__)
         assert getattr(home, value.__name__, None) is value, f"{package}.{name} is not its definition"
 
 
