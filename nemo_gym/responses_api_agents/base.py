@@ -22,8 +22,8 @@ so the collector records what really failed; it never becomes a reward. Servers 
 the one retry budget (docs/architecture.md, "Retry budget").
 """
 
+import os
 import time
-import uuid
 from typing import Any, ClassVar
 
 from starlette.requests import Request
@@ -49,6 +49,10 @@ from nemo_gym.server.base import (
     json_route,
 )
 from nemo_gym.traces import names as span_names
+
+
+def new_session_id() -> str:
+    return os.urandom(16).hex()  # uuid4's hex without building a UUID (a fourth of its CPU): one per rollout
 
 
 def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -145,7 +149,7 @@ class AgentServer(BaseServer):
         params = row.get("responses_create_params") if isinstance(row, dict) else None
         if not isinstance(params, dict):
             raise HandlerError(400, "the input row needs a 'responses_create_params' object")
-        session_id = uuid.uuid4().hex
+        session_id = new_session_id()
         calls = self._model_calls[session_id] = []
         try:
             await self.resources("/seed_session", row, session_id)
@@ -160,7 +164,7 @@ class AgentServer(BaseServer):
     async def _responses(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
         if not isinstance(params, dict):
             raise HandlerError(400, "the body must be Responses create params")
-        return await self.run_loop(params, request.headers.get(SESSION_HEADER) or uuid.uuid4().hex)
+        return await self.run_loop(params, request.headers.get(SESSION_HEADER) or new_session_id())
 
     async def _aggregate_metrics(self, request: Request) -> Response:
         """Forwarded to the resources server as bytes, never decoded here: when the environment asks for the

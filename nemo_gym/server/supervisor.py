@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Container
 
 import orjson
 import uvicorn
@@ -89,6 +89,21 @@ def _reserve_port(server: str, host: str, port: int | None) -> socket.socket:
     raise ConfigError(f"no port for server '{server}' on {host}: {error}")
 
 
+def _reserve_port_besides(server: str, host: str, taken: Container[int]) -> socket.socket:
+    """Hold a free port for `server` that is none of `taken`: the head server's port is not held (it binds it itself,
+    after planning), so bind(0) may hand it out."""
+    passed_over: list[socket.socket] = []
+    try:
+        while True:
+            reservation = _reserve_port(server, host, None)
+            if reservation.getsockname()[1] not in taken:
+                return reservation
+            passed_over.append(reservation)  # held meanwhile: bind(0) hands out another
+    finally:
+        for spare in passed_over:
+            spare.close()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port free now, released at once. Kept beside `_reserve_port` for a port that is named to a process before
     that process binds it itself (ng_view's own server, a head server port on another command's line, the tests'
@@ -152,7 +167,8 @@ class Supervisor:
                     raise ConfigError(f"port {port} of server '{spec.name}' ({where}) is also used by '{taken[port]}'")
                 if not port_is_free(host, port):
                     raise ConfigError(f"port {port} of server '{spec.name}' ({where}) is already in use")
-            reservation = _reserve_port(spec.name, host, port)
+            reservation = (_reserve_port(spec.name, host, port) if port is not None
+                           else _reserve_port_besides(spec.name, host, taken))
             self._reservations.append(reservation)
             port = reservation.getsockname()[1]
             taken[port] = spec.name

@@ -83,3 +83,30 @@ def test_a_configured_port_with_old_connections_in_time_wait_is_planned(tmp_path
     supervisor = _plan(tmp_path, "a", {"s0": port})  # held with SO_REUSEADDR here, as uvicorn would bind it
     assert supervisor.processes[0].settings.port == port
     supervisor.stop()
+
+
+def test_a_free_port_is_never_the_head_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # bind(0) may hand out the head server's port, which is free until the head binds it after planning; here it does,
+    # for the first server, by construction. Before, that server was planned on the head's port and ng_run failed.
+    from nemo_gym.server import supervisor as supervisor_module
+
+    head_port = free_port()
+    handed_out: list[int] = []
+    reserve = supervisor_module._reserve_port
+
+    def head_port_first(server: str, host: str, port: int | None) -> socket.socket:
+        chosen = head_port if port is None and not handed_out else port
+        sock = reserve(server, host, chosen)
+        handed_out.append(sock.getsockname()[1])
+        return sock
+
+    monkeypatch.setattr(supervisor_module, "_reserve_port", head_port_first)
+    (tmp_path / "one.yaml").write_text("s0:\n  resources_servers:\n    math: {}\n")
+    config = load_global_config(["+config_paths=[one.yaml]", f"+head_server.port={head_port}"], cwd=tmp_path)
+    supervisor = Supervisor(config, tmp_path / "logs")
+    try:
+        assert handed_out[0] == head_port
+        assert supervisor.processes[0].settings.port not in (None, head_port)
+        assert port_is_free("127.0.0.1", head_port)  # the passed-over reservation is let go: the head binds it
+    finally:
+        supervisor.stop()

@@ -37,6 +37,12 @@ _QUESTION = re.compile(rb"Question (\d+):")
 Request = tuple[str, str, dict[str, str], bytes]
 
 
+# Longer than any timeout a test sets on the stack around the proxy, so that a hang ends at the timeout under test
+# (the caller's), never at this one. It was 30 s, equal to the collector's rollout timeout in test_fault_proxy: a race
+# the collector won only because its timer started a few milliseconds before this one.
+FORWARD_TIMEOUT_S = 120.0
+
+
 def _head(status: int, content_type: str, length: int) -> bytes:
     return (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: {content_type}\r\n"
             f"content-length: {length}\r\n\r\n").encode()
@@ -95,7 +101,7 @@ class FaultProxy:
     async def _upstream_client(self) -> httpx.AsyncClient:
         if self._client is None:
             base_url = self.upstream if isinstance(self.upstream, str) else await self.upstream()
-            self._client = httpx.AsyncClient(base_url=base_url, trust_env=False, timeout=30)
+            self._client = httpx.AsyncClient(base_url=base_url, trust_env=False, timeout=FORWARD_TIMEOUT_S)
         return self._client
 
     def _task_index(self, request: Request) -> int | None:
