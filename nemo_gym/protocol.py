@@ -43,8 +43,17 @@ _NOT_FORWARDED = _OUR_PARAMS | frozenset(
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal"})
 
 
+def _random_hex() -> str:
+    return os.urandom(16).hex()  # uuid4's hex without building a UUID (a fourth of its CPU)
+
+
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{os.urandom(16).hex()}"  # uuid4's hex without building a UUID: one per reply and output item
+    return f"{prefix}_{_random_hex()}"  # one per reply and output item
+
+
+def new_session_id() -> str:
+    """A rollout's session id, sent as SESSION_HEADER: one per rollout."""
+    return _random_hex()
 
 
 # --- Responses -> Chat Completions -------------------------------------------------------------------------------

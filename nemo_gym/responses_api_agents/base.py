@@ -22,7 +22,6 @@ so the collector records what really failed; it never becomes a reward. Servers 
 the one retry budget (docs/architecture.md, "Retry budget").
 """
 
-import os
 import time
 from typing import Any, ClassVar
 
@@ -37,7 +36,7 @@ from nemo_gym.errors import DownstreamError, NemoGymError
 from nemo_gym.failures import FailureClass
 from nemo_gym.http_client import RequestFailed
 from nemo_gym.model_calls import REPLY_FIELD, ModelCall, usage_counts
-from nemo_gym.protocol import MAX_TURNS_PARAM, SESSION_HEADER
+from nemo_gym.protocol import MAX_TURNS_PARAM, SESSION_HEADER, new_session_id
 from nemo_gym.run_format import MODEL_CALLS
 from nemo_gym.server.base import (
     BaseServer,
@@ -49,10 +48,6 @@ from nemo_gym.server.base import (
     json_route,
 )
 from nemo_gym.traces import names as span_names
-
-
-def new_session_id() -> str:
-    return os.urandom(16).hex()  # uuid4's hex without building a UUID (a fourth of its CPU): one per rollout
 
 
 def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
