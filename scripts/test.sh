@@ -27,25 +27,35 @@ trap 'for job in $(jobs -p); do kill -- -"$job" 2>/dev/null || true; done; rm -r
 # nemo_gym/ fails the run like a failing test.
 setsid .venv/bin/python -m mypy >"$side_dir/mypy.log" 2>&1 &
 mypy_job=$!
-side_job=""
+side_jobs=()
 if [ "$#" -eq 0 ]; then
-  # The whole suite: the Slurm tests, which mostly wait (Slurm's scheduler, answers slowed on purpose), run in a
-  # session of their own beside the rest; they hold the one-node cluster alone either way (tests/slurm/conftest.py).
-  setsid .venv/bin/python -m pytest -q -rfEs --durations=5 --basetemp="$side_dir/pytest" tests/slurm \
+  # The whole suite, in three sessions side by side (one alone took 47 minutes on 2 cores, much of it waiting):
+  # - the Slurm tests, which mostly wait (Slurm's scheduler, answers slowed on purpose); they hold the one-node
+  #   cluster alone either way (tests/slurm/conftest.py);
+  # - the tests marked vllm, which share one vLLM server (conftest.py) and wait on its starts and answers;
+  # - the rest, here.
+  setsid .venv/bin/python -m pytest -q -rfEs --durations=5 --basetemp="$side_dir/slurm" tests/slurm \
     >"$side_dir/slurm.log" 2>&1 &
-  side_job=$!
-  set -- --ignore=tests/slurm
+  side_jobs+=("$!:slurm:the Slurm tests")
+  setsid .venv/bin/python -m pytest -q -rfEs --durations=10 --basetemp="$side_dir/vllm" -m vllm \
+    --ignore=tests/slurm >"$side_dir/vllm.log" 2>&1 &
+  side_jobs+=("$!:vllm:the tests marked vllm")
+  set -- -m "not vllm" --ignore=tests/slurm
 fi
 set +e
 .venv/bin/python -m pytest -q -rfEs --durations=15 "$@"
 code=$?
 side_code=0
-if [ -n "$side_job" ]; then
-  wait "$side_job"
-  side_code=$?
-  echo "[test] the Slurm tests, run beside the others:"
-  cat "$side_dir/slurm.log"
-fi
+for job in "${side_jobs[@]}"; do
+  pid=${job%%:*}; rest=${job#*:}; log=${rest%%:*}; label=${rest#*:}
+  wait "$pid"
+  status=$?
+  if [ "$status" -ne 0 ]; then
+    side_code=$status
+  fi
+  echo "[test] $label, run beside the others:"
+  cat "$side_dir/$log.log"
+done
 wait "$mypy_job"
 mypy_code=$?
 set -e
