@@ -20,8 +20,16 @@ async def _echo(raw: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
     return 200, orjson.dumps({"got": orjson.loads(raw), "session": headers.get("x-session")})
 
 
-def _run(coroutine: Any) -> Any:
-    return asyncio.run(coroutine)
+class _Hangs:
+    """An answer that never comes; `entered` is set once a call waits on it."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+
+    async def __call__(self, raw: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        self.entered.set()
+        await asyncio.Event().wait()
+        return 200, b"{}"
 
 
 def test_an_answered_call_returns_a_copy_and_leaves_no_deadline_behind() -> None:
@@ -34,61 +42,34 @@ def test_an_answered_call_returns_a_copy_and_leaves_no_deadline_behind() -> None
         await asyncio.sleep(0.1)
         assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
 
-    _run(main())
+    asyncio.run(main())
 
 
 def test_an_answer_that_never_comes_is_a_timeout_and_the_caller_goes_on() -> None:
-    never = asyncio.Event()
-
-    async def hangs(raw: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        await never.wait()
-        return 200, b"{}"
-
     async def main() -> None:
         with pytest.raises(RequestFailed) as failed:
-            await HttpClient().post_json(URL, {}, in_process=hangs, timeout_s=0.05)
+            await HttpClient().post_json(URL, {}, in_process=_Hangs(), timeout_s=0.05)
         assert failed.value.failure_class == FailureClass.TIMEOUT
         assert "no reply within 0.05 s" in failed.value.message
         assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
         await asyncio.sleep(0)  # the task takes no cancellation of the deadline's with it
 
-    _run(main())
-
-
-def test_a_callers_cancel_during_the_call_stays_a_cancel() -> None:
-    entered = asyncio.Event()
-
-    async def hangs(raw: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        entered.set()
-        await asyncio.Event().wait()
-        return 200, b"{}"
-
-    async def main() -> None:
-        call = asyncio.create_task(HttpClient().post_json(URL, {}, in_process=hangs, timeout_s=60))
-        await entered.wait()
-        call.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await call
-
-    _run(main())
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
-def test_a_callers_cancel_and_the_deadline_in_one_loop_turn_is_a_cancel(loop: str) -> None:
-    """Both come while the task waits: the loop is blocked past the deadline right after the caller's cancel, so
-    the timer and the task's wake-up fall in one turn (in whichever order the loop runs them)."""
-    entered = asyncio.Event()
-
-    async def hangs(raw: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        entered.set()
-        await asyncio.Event().wait()
-        return 200, b"{}"
-
+@pytest.mark.parametrize("meets_the_deadline", [False, True])
+def test_a_callers_cancel_during_the_call_stays_a_cancel(loop: str, meets_the_deadline: bool) -> None:
+    """With `meets_the_deadline`, the loop is blocked past the deadline right after the caller's cancel, so the
+    timer and the task's wake-up fall in one loop turn (in whichever order the loop runs them)."""
     async def main() -> None:
-        call = asyncio.create_task(HttpClient().post_json(URL, {}, in_process=hangs, timeout_s=0.01))
-        await entered.wait()
+        hangs = _Hangs()
+        call = asyncio.create_task(HttpClient().post_json(URL, {}, in_process=hangs,
+                                                          timeout_s=0.01 if meets_the_deadline else 60))
+        await hangs.entered.wait()
         call.cancel()
-        time.sleep(0.05)  # blocks the loop: the deadline passes before the task runs again
+        if meets_the_deadline:
+            time.sleep(0.05)  # blocks the loop: the deadline passes before the task runs again
         with pytest.raises(asyncio.CancelledError):
             await call
 
