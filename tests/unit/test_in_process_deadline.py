@@ -4,7 +4,6 @@ caller's own cancel stays a cancel, not a timeout."""
 
 import asyncio
 import time
-from typing import Any
 
 import orjson
 import pytest
