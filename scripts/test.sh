@@ -29,23 +29,18 @@ setsid .venv/bin/python -m mypy >"$side_dir/mypy.log" 2>&1 &
 mypy_job=$!
 side_jobs=()
 if [ "$#" -eq 0 ]; then
-  # The whole suite, in sessions side by side (one session took 47 minutes on 2 cores; three, 36):
+  # The whole suite, in three sessions side by side (one alone took 47 minutes on 2 cores, much of it waiting):
   # - the Slurm tests, which mostly wait (Slurm's scheduler, answers slowed on purpose); they hold the one-node
   #   cluster alone either way (tests/slurm/conftest.py);
-  # - the install test, the longest (a clean environment's pip install, then the main job), alone: beside the other
-  #   tests marked vllm it made theirs the last session to end;
-  # - the other tests marked vllm, which share one vLLM server (conftest.py);
+  # - the tests marked vllm, which share one vLLM server (conftest.py) and wait on its starts and answers;
   # - the rest, here.
   setsid .venv/bin/python -m pytest -q -rfEs --durations=5 --basetemp="$side_dir/slurm" tests/slurm \
     >"$side_dir/slurm.log" 2>&1 &
   side_jobs+=("$!:slurm:the Slurm tests")
-  setsid .venv/bin/python -m pytest -q -rfEs --basetemp="$side_dir/install" tests/install \
-    >"$side_dir/install.log" 2>&1 &
-  side_jobs+=("$!:install:the install test")
   setsid .venv/bin/python -m pytest -q -rfEs --durations=10 --basetemp="$side_dir/vllm" -m vllm \
-    --ignore=tests/slurm --ignore=tests/install >"$side_dir/vllm.log" 2>&1 &
-  side_jobs+=("$!:vllm:the other tests marked vllm")
-  set -- -m "not vllm" --ignore=tests/slurm --ignore=tests/install
+    --ignore=tests/slurm >"$side_dir/vllm.log" 2>&1 &
+  side_jobs+=("$!:vllm:the tests marked vllm")
+  set -- -m "not vllm" --ignore=tests/slurm
 fi
 set +e
 .venv/bin/python -m pytest -q -rfEs --durations=15 "$@"
