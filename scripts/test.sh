@@ -29,10 +29,11 @@ setsid .venv/bin/python -m mypy >"$side_dir/mypy.log" 2>&1 &
 mypy_job=$!
 side_jobs=()
 if [ "$#" -eq 0 ]; then
-  # The whole suite, in three sessions side by side (one alone took 47 minutes on 2 cores, much of it waiting):
+  # The whole suite, in three sessions side by side (one session took 47 minutes on 2 cores, three take 36; the
+  # cores are then busy throughout, and a fourth session made it slower and some timing-bound tests fail):
   # - the Slurm tests, which mostly wait (Slurm's scheduler, answers slowed on purpose); they hold the one-node
   #   cluster alone either way (tests/slurm/conftest.py);
-  # - the tests marked vllm, which share one vLLM server (conftest.py) and wait on its starts and answers;
+  # - the tests marked vllm, which share one vLLM server (conftest.py);
   # - the rest, here.
   setsid .venv/bin/python -m pytest -q -rfEs --durations=5 --basetemp="$side_dir/slurm" tests/slurm \
     >"$side_dir/slurm.log" 2>&1 &

@@ -103,6 +103,11 @@ def test_an_exception_stops_the_child_and_what_it_moved_to_another_session() -> 
             assert os.getsid(moved) == moved != os.getsid(popen.pid) == popen.pid
             assert psutil.Process(moved).ppid() == popen.pid and psutil.Process(moved).name() == "sleep"
             raise RuntimeError("benchmark body failed")
+    # Signalled by the sweep, it may still be on its way out on a loaded machine (its environment gone, not yet a
+    # zombie); unsignalled, it would sleep for 600 s.
+    given_up_at = time.monotonic() + 30
+    while _alive({moved}) and time.monotonic() < given_up_at:
+        time.sleep(0.05)
     left = _alive({moved})
     for pid in left:  # never leave it behind, even when the assertion below fails
         os.kill(pid, signal.SIGKILL)

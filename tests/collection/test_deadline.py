@@ -129,7 +129,9 @@ def test_a_run_drains_before_its_deadline_and_a_resume_completes_it(collection_s
 def test_rollouts_running_at_the_deadline_are_stopped_there(collection_stack: CollectionStack,
                                                             tmp_path: Path) -> None:
     started = time.monotonic()
-    stuck = _collect(collection_stack, tmp_path, "stuck_agent", "+deadline=2s")
+    # 15 s: time for a loaded machine to start the collector and its first rollouts (2 s was not, with the suite's
+    # sessions side by side); the agent would hold them 120 s.
+    stuck = _collect(collection_stack, tmp_path, "stuck_agent", "+deadline=15s")
     # Bounded by the deadline, not by the agent's 120 s: what ran is stopped, nothing is recorded for it.
     assert time.monotonic() - started < 60
     assert stuck.returncode == EXIT_DOWNSTREAM, stuck.stdout + stuck.stderr  # no progress: a requeue would loop

@@ -6,7 +6,8 @@ from collections import defaultdict
 import pytest
 
 from nemo_gym.experience.errors import DataExhaustedError
-from tests.experience.collector_fakes import ScriptedRolloutManager, no_thread_leak, running_collector, train_step
+from tests.experience.collector_fakes import (ScriptedRolloutManager, no_thread_leak, running_collector, train_step,
+                                             wait_for)
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures(no_thread_leak.__name__)]
 
@@ -18,7 +19,8 @@ def test_epoch_end_starts_the_next_epoch_and_training_continues_across_it() -> N
         for epoch, idx in trained:
             by_epoch[epoch].append(idx)
         assert {epoch: sorted(idxs) for epoch, idxs in by_epoch.items()} == {e: list(range(6)) for e in range(4)}
-        assert collector.get_metrics()["epoch"] >= 4
+        # The collector goes on into the fifth epoch on its own thread: waited for, not raced.
+        assert wait_for(lambda: collector.get_metrics()["epoch"] >= 4, timeout_s=10), collector.get_metrics()
 
 
 def test_end_of_the_last_epoch_raises_data_exhausted_instead_of_waiting() -> None:
