@@ -25,19 +25,30 @@ ROWS, REPEATS, SHARDS = 40, 4, 4
 DELAY_S, PARALLEL = 0.5, 2
 
 
-def _stop_mid_run(run: Path, array_job: str, shard: int, command: list[str]) -> int:
-    """Wait until the shard holds a few rollouts, run `command` on its array task, and wait until the job script's
-    SIGTERM handler has stopped everything; return the rollouts the shard had when it was stopped."""
-    output = run / "rollouts" / f"rollouts-shard{shard}-of{SHARDS}.jsonl"
-    wait_until(lambda: count_lines(output) >= 4, 120, f"shard {shard} to start writing", run / "logs")
-    # Not checked: `scancel --batch` reports a failure when the job exits at once on the signal (Slurm 22.05);
-    # the job script's log line below is the proof that the signal arrived.
-    subprocess.run([*command, f"{array_job}_{shard}"], check=False)
-    log = run / "logs" / f"shard{shard}.log"
-    wait_until(lambda: "stopped cleanly" in log.read_text(), 60, f"shard {shard} to stop", run / "logs")
-    rows = count_lines(output)
-    assert rows < ROWS * REPEATS // SHARDS, "the task finished before it could be stopped: raise DELAY_S"
-    return rows
+def _stop_mid_run(run: Path, array_job: str, commands: dict[int, list[str]]) -> dict[int, int]:
+    """Run each shard's command on its array task as soon as that shard holds a few rollouts, and wait until each job
+    script's SIGTERM handler has stopped everything; return the rollouts each shard had when it was stopped. Shards
+    run side by side, so each is stopped on its own progress: stopping one after the other let the second finish
+    first on a loaded machine."""
+    outputs = {shard: run / "rollouts" / f"rollouts-shard{shard}-of{SHARDS}.jsonl" for shard in commands}
+    unsent = dict(commands)
+
+    def sent_to_every_writing_shard() -> bool:
+        for shard in [shard for shard in unsent if count_lines(outputs[shard]) >= 4]:
+            # Not checked: `scancel --batch` reports a failure when the job exits at once on the signal (Slurm
+            # 22.05); the job script's log line below is the proof that the signal arrived.
+            subprocess.run([*unsent.pop(shard), f"{array_job}_{shard}"], check=False)
+        return not unsent
+
+    wait_until(sent_to_every_writing_shard, 120, f"shards {sorted(commands)} to start writing", run / "logs")
+    stopped_at = {}
+    for shard in commands:
+        log = run / "logs" / f"shard{shard}.log"
+        wait_until(lambda: "stopped cleanly" in log.read_text(), 60, f"shard {shard} to stop", run / "logs")
+        stopped_at[shard] = count_lines(outputs[shard])
+        assert stopped_at[shard] < ROWS * REPEATS // SHARDS, \
+            "the task finished before it could be stopped: raise DELAY_S"
+    return stopped_at
 
 
 def _resumed_from(run: Path, shard: int) -> int:
@@ -59,10 +70,9 @@ def test_stopped_tasks_are_resubmitted_and_merge_is_exact(tmp_path: Path, slurm_
         run = work / "run"
         first = submit(slurm_jobs, work, *stub_args("run", SHARDS, REPEATS, PARALLEL))
         array = first["submissions"][0]["collect_job_id"]
-        # What --signal=B:TERM@N does before the time limit: SIGTERM to the job script alone, which must stop the
-        # collector and ng_run itself.
-        stopped_at = [_stop_mid_run(run, array, 0, ["scancel", "--batch", "--signal=TERM"])]
-        stopped_at.append(_stop_mid_run(run, array, 1, ["scancel"]))
+        # Shard 0 as --signal=B:TERM@N does before the time limit: SIGTERM to the job script alone, which must stop
+        # the collector and ng_run itself. Shard 1 by scancel.
+        stopped_at = _stop_mid_run(run, array, {0: ["scancel", "--batch", "--signal=TERM"], 1: ["scancel"]})
         refused = ng_slurm_submit(work, "+run_dir=run", "+resume=true")  # shards 2 and 3 are still at work
         assert refused.returncode != 0 and "still queued or running" in refused.stderr
         wait_for_jobs(job_ids(first), run / "logs")
@@ -86,7 +96,7 @@ def test_requeued_task_resumes_and_original_aggregate_runs(tmp_path: Path, slurm
         run = work / "run"
         record = submit(slurm_jobs, work, *stub_args("run", SHARDS, REPEATS, PARALLEL))
         array = record["submissions"][0]["collect_job_id"]
-        stopped_at = _stop_mid_run(run, array, 0, ["scontrol", "requeue"])
+        stopped_at = _stop_mid_run(run, array, {0: ["scontrol", "requeue"]})[0]
         assert f"{array}_0" in queued({array}), "the requeued task should be back in the queue"
         wait_for_jobs(job_ids(record), run / "logs", timeout_s=300)
 
